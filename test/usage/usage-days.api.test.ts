@@ -26,6 +26,7 @@ const HOUR = 3_600_000;
 const DAY = 24 * HOUR;
 const FROM = Date.parse('2026-03-01T00:00:00Z');
 const TO = Date.parse('2026-03-11T00:00:00Z');
+const HUGE_FROM = Date.parse('2026-01-01T00:00:00Z');
 const ACCESSES = Array.from({ length: 10 }, () => newId());
 // Three users who spend alike, to the micro and the unit: the most, and tied at every edge of the top summaries below.
 const TIED = ACCESSES.slice(0, 3);
@@ -56,6 +57,10 @@ beforeAll(async () => {
   );
   for (let n = 0; n < 40; n++) {
     for (const access of TIED) events.push({ ...event(access, n, FROM + n * 6 * HOUR + 17 * 60_000), cost_micros: 9_000 });
+  }
+  // A month of sums past 2^53 (their magnitudes added), which numbers do not add exactly: the statement sums them.
+  for (let n = 0; n < 30; n++) {
+    events.push({ ...event(ACCESSES[n % 5]!, n, HUGE_FROM + n * 20 * HOUR), units: 2 ** 55 + n, cost_micros: 2 ** 58 + n * 1_000_003 });
   }
   await kept.database.db.batchInsert('usage_events', events, 500);
   await rebuildRollups(kept.database.db, tenant.workspaceId);
@@ -146,6 +151,16 @@ describe('the finished days a process keeps', () => {
       }
     }
   }, 120_000);
+
+  it('leave a top summary whose sums pass 2^53 to the statement, exact', async () => {
+    for (const timeZone of ['UTC', 'Asia/Tokyo']) {
+      const ask = { groupBy: 'access' as const, timeZone, since: HUGE_FROM, until: HUGE_FROM + 30 * DAY, top: 2 };
+      const expected = await summary(plain, ask);
+      expect(expected.buckets.some((b) => BigInt(b.costMicros) > 2n ** 58n)).toBe(true);
+      expect(await summary(kept, ask)).toEqual(expected);
+      expect(await summary(kept, ask)).toEqual(expected);
+    }
+  });
 
   it('break the ties at the edge of a top summary as the database orders the keys', async () => {
     const ask = { groupBy: 'access' as const, timeZone: 'UTC', since: FROM, until: TO };

@@ -9,33 +9,33 @@ import { partsOf, UsageDayCache } from '../../src/domain/invocations/usage-days.
 const HOUR = 3_600_000;
 const at = (iso: string) => Date.parse(iso);
 const spans = (parts: ReturnType<typeof partsOf>) =>
-  parts.map((p) => `${new Date(p.since).toISOString().slice(5, 13)}..${new Date(p.until).toISOString().slice(5, 13)}${p.day ? ' day' : ''}`);
+  parts.map((p) => `${new Date(p.since).toISOString().slice(5, 13)}..${new Date(p.until).toISOString().slice(5, 13)}${p.keep ? ' kept' : ''}`);
 
 describe('partsOf', () => {
-  it('cuts a range into its partial first day, its whole days that ended, and the rest', () => {
+  it('cuts a range into its partial first day and its whole days that ended, kept, and the rest', () => {
     expect(spans(partsOf(at('2026-03-01T05:00Z'), at('2026-03-05T07:00Z'), 'UTC', at('2026-03-04T02:00Z')))).toEqual([
-      '03-01T05..03-02T00',
-      '03-02T00..03-03T00 day',
-      '03-03T00..03-04T00 day',
+      '03-01T05..03-02T00 kept',
+      '03-02T00..03-03T00 kept',
+      '03-03T00..03-04T00 kept',
       '03-04T00..03-05T07',
     ]);
   });
 
   it("keeps New York's 23-hour day and Kolkata's days from their first whole hour", () => {
     expect(spans(partsOf(at('2026-03-07T05:00Z'), at('2026-03-10T04:00Z'), 'America/New_York', at('2026-12-01T00:00Z')))).toEqual([
-      '03-07T05..03-08T05 day',
-      '03-08T05..03-09T04 day',
-      '03-09T04..03-10T04 day',
+      '03-07T05..03-08T05 kept',
+      '03-08T05..03-09T04 kept',
+      '03-09T04..03-10T04 kept',
     ]);
     expect(spans(partsOf(at('2026-03-01T18:00Z'), at('2026-03-03T19:00Z'), 'Asia/Kolkata', at('2026-12-01T00:00Z')))).toEqual([
-      '03-01T18..03-01T19',
-      '03-01T19..03-02T19 day',
-      '03-02T19..03-03T19 day',
+      '03-01T18..03-01T19 kept',
+      '03-01T19..03-02T19 kept',
+      '03-02T19..03-03T19 kept',
     ]);
   });
 
-  it('reads a range within one day, or of no day that ended, as it is', () => {
-    expect(spans(partsOf(at('2026-03-01T05:00Z'), at('2026-03-01T09:00Z'), 'UTC', at('2026-12-01T00:00Z')))).toEqual(['03-01T05..03-01T09']);
+  it('keeps a range within one day that ended as one part, and reads the days after the finished ones as one', () => {
+    expect(spans(partsOf(at('2026-03-01T05:00Z'), at('2026-03-01T09:00Z'), 'UTC', at('2026-12-01T00:00Z')))).toEqual(['03-01T05..03-01T09 kept']);
     expect(spans(partsOf(at('2026-03-01T00:00Z'), at('2026-03-03T00:00Z'), 'UTC', at('2026-03-01T23:00Z')))).toEqual(['03-01T00..03-03T00']);
   });
 });

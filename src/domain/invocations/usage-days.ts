@@ -1,7 +1,8 @@
 /**
  * The finished days of usage summaries by day, kept in the process: a day's sums never change once the day is over
- * and its calls are recorded, so a summary by day reads again only the days it does not hold (today's, a range's
- * partial first day, a day not read yet) and takes the others as it read them before.
+ * and its calls are recorded, so a summary by day reads again only the days it does not hold (today's, a day not read
+ * yet) and takes the others as it read them before. A range's partial first day (the last 30 days' hours from this
+ * hour 30 days ago to that day's end) is kept the same way, as a part of its own.
  *
  * A day is kept once it ended more than two hours before the database's clock (FINISHED_AFTER_MS). A statement that
  * adds to an hour that ended more than an hour before (a call recorded late: a spool replayed, a batch settled, a
@@ -84,7 +85,8 @@ export async function usageRevision(q: Queryable, workspaceId: string): Promise<
  * hour in the local day its start falls in): the local midnight, rounded up to its hour.
  */
 export function dayStart(ms: number, timeZone: string): number {
-  const parts = new Intl.DateTimeFormat('en-US', { timeZone, hourCycle: 'h23', hour: 'numeric', minute: 'numeric', second: 'numeric' });
+  if (timeZone === 'UTC') return Math.floor(ms / (24 * HOUR_MS)) * 24 * HOUR_MS;
+  const parts = clockOf(timeZone);
   const sinceMidnight = (t: number) => {
     const p = Object.fromEntries(parts.formatToParts(t).map((x) => [x.type, Number(x.value)]));
     return ((p.hour ?? 0) * 3600 + (p.minute ?? 0) * 60 + (p.second ?? 0)) * 1000;
@@ -96,29 +98,43 @@ export function dayStart(ms: number, timeZone: string): number {
   return Math.ceil(midnight / HOUR_MS) * HOUR_MS;
 }
 
-/** A part of a range: a finished day that may be kept, or hours read each time. */
+/** Each zone's clock (hours, minutes, seconds), made once: making one costs about as much as a day's summary reads. */
+const clocks = new Map<string, Intl.DateTimeFormat>();
+
+function clockOf(timeZone: string): Intl.DateTimeFormat {
+  let clock = clocks.get(timeZone);
+  if (!clock) {
+    clock = new Intl.DateTimeFormat('en-US', { timeZone, hourCycle: 'h23', hour: 'numeric', minute: 'numeric', second: 'numeric' });
+    clocks.set(timeZone, clock);
+  }
+  return clock;
+}
+
+/** A part of a range: a day of it, or its hours before its first whole day; kept once it ended (`keep`). */
 interface Part {
   since: number;
   until: number;
-  day: boolean;
+  keep: boolean;
 }
 
 /**
- * [since, until) (whole hours) cut into its whole days in `timeZone` that ended by `finished` (each a part of its own,
- * `day`), and the hours before the first and from the last on (a part each, read each time).
+ * [since, until) (whole hours) cut at the midnights of `timeZone` (the first whole hour of each local day): the hours
+ * before its first whole day, each of its days, and the hours of its last day where it ends within one, each part
+ * kept (`keep`) where it ended by `finished`. The days after `finished` are one part, read each time.
  */
 export function partsOf(since: number, until: number, timeZone: string, finished: number): Part[] {
   const parts: Part[] = [];
+  const push = (from: number, to: number) => parts.push({ since: from, until: to, keep: to <= finished });
   let from = dayStart(since, timeZone);
   if (from < since) from = dayStart(from + 25 * HOUR_MS, timeZone);
-  if (from > since) parts.push({ since, until: Math.min(from, until), day: false });
+  if (from > since) push(since, Math.min(from, until));
   for (;;) {
     const next = dayStart(from + 25 * HOUR_MS, timeZone);
     if (next > until || next > finished) break;
-    parts.push({ since: from, until: next, day: true });
+    push(from, next);
     from = next;
   }
-  if (from < until) parts.push({ since: from, until, day: false });
+  if (from < until) push(from, until);
   return parts;
 }
 
@@ -149,23 +165,23 @@ export async function rowsByDay<T>(reads: DayReads<T>, since: number, until: num
 }
 
 async function* inOrder<T>(reads: DayReads<T>, revision: string, parts: Part[]): AsyncGenerator<readonly T[]> {
-  const keyOf = (day: number) => `${reads.workspaceId}|${reads.kind}|${day}`;
+  const keyOf = (part: Part) => `${reads.workspaceId}|${reads.kind}|${part.since}|${part.until}`;
   for (let i = 0; i < parts.length;) {
     const part = parts[i]!;
-    const kept = part.day ? reads.cache.get<T>(keyOf(part.since), revision) : undefined;
+    const kept = part.keep ? reads.cache.get<T>(keyOf(part), revision) : undefined;
     if (kept) {
       if (kept.length) yield kept;
       i++;
       continue;
     }
-    if (!part.day) {
+    if (!part.keep) {
       yield* batchesOf(await reads.read(new Date(part.since), new Date(part.until)));
       i++;
       continue;
     }
-    // The days from here not kept, read at once.
+    // The parts from here not kept, read at once.
     let j = i + 1;
-    while (j < parts.length && parts[j]!.day && !reads.cache.get(keyOf(parts[j]!.since), revision)) j++;
+    while (j < parts.length && parts[j]!.keep && !reads.cache.get(keyOf(parts[j]!), revision)) j++;
     const days = parts.slice(i, j);
     yield* keepDays(reads, revision, days, keyOf, await reads.read(new Date(days[0]!.since), new Date(days.at(-1)!.until)));
     i = j;
@@ -178,12 +194,12 @@ async function* batchesOf<T>(read: AsyncIterable<readonly T[]> | readonly T[]): 
   else if (read.length) yield read;
 }
 
-/** The batches of a read of `days` passed on, each day's rows kept once the rows of a later day (or the end) come. */
+/** The batches of a read of `days` (parts) passed on, each part's rows kept once the rows of a later one (or the end) come. */
 async function* keepDays<T>(
   reads: DayReads<T>,
   revision: string,
   days: Part[],
-  keyOf: (day: number) => string,
+  keyOf: (part: Part) => string,
   read: AsyncIterable<readonly T[]> | readonly T[],
 ): AsyncGenerator<readonly T[]> {
   let d = 0;
@@ -191,7 +207,7 @@ async function* keepDays<T>(
   let bytes = 0;
   const keepUpTo = (start: number) => {
     while (d < days.length && days[d]!.until <= start) {
-      reads.cache.set(keyOf(days[d]!.since), revision, rows, bytes);
+      reads.cache.set(keyOf(days[d]!), revision, rows, bytes);
       rows = [];
       bytes = 0;
       d++;

@@ -299,8 +299,8 @@ export async function topUsageSummary(
   if (reads) {
     const batches: (readonly SummedRow[])[] = [];
     for await (const batch of await rowsByDay(reads, query.since.getTime(), query.until.getTime())) batches.push(batch);
-    const { rows, keys } = await topOfRows(batches, query.top, query.offset, (tied) => inTextOrder(q, tied));
-    return { buckets: toBuckets(rows), keys };
+    const made = await topOfRows(batches, query.top, query.offset, (tied) => inTextOrder(q, tied));
+    if (made) return { buckets: toBuckets(made.rows), keys: made.keys };
   }
   const own = query.workspaceTimeZone;
   const byDay = query.granularity === 'day' && query.timeZone === own;

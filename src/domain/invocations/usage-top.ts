@@ -19,11 +19,16 @@ const EVENTS = 4;
 const COST = 5;
 const CALLS = 7;
 
-/** A batch's rows' cost and units, and its sums per bucket start; made once for a kept day's rows (they do not change). */
+/**
+ * A batch's rows' cost and units, its sums per bucket start, and the sum of every sum's magnitude (a bound of any
+ * partial sum: while the range's is a safe integer, numbers add them exactly); made once for a kept day's rows (they do
+ * not change).
+ */
 interface Sums {
-  costs: bigint[];
-  units: bigint[];
-  totals: Map<string, bigint[]>;
+  costs: Float64Array;
+  units: Float64Array;
+  totals: Map<string, number[]>;
+  magnitude: number;
 }
 
 const made = new WeakMap<readonly KeyedRow[], Sums>();
@@ -31,26 +36,27 @@ const made = new WeakMap<readonly KeyedRow[], Sums>();
 function sumsOf(batch: readonly KeyedRow[]): Sums {
   let sums = made.get(batch);
   if (sums) return sums;
-  sums = { costs: [], units: [], totals: new Map() };
-  for (const row of batch) {
-    const cells = row.sums.split(',').map(BigInt);
-    sums.costs.push(cells[COST]!);
-    sums.units.push(cells[UNITS]!);
-    const total = sums.totals.get(row.start);
-    if (total) for (let i = 0; i < cells.length; i++) total[i]! += cells[i]!;
-    else sums.totals.set(row.start, cells);
-  }
+  sums = { costs: new Float64Array(batch.length), units: new Float64Array(batch.length), totals: new Map(), magnitude: 0 };
+  batch.forEach((row, i) => {
+    const cells = row.sums.split(',').map(Number);
+    for (const cell of cells) sums!.magnitude += Number.isSafeInteger(cell) ? Math.abs(cell) : Infinity;
+    sums!.costs[i] = cells[COST]!;
+    sums!.units[i] = cells[UNITS]!;
+    const total = sums!.totals.get(row.start);
+    if (total) for (let c = 0; c < cells.length; c++) total[c]! += cells[c]!;
+    else sums!.totals.set(row.start, cells);
+  });
   made.set(batch, sums);
   return sums;
 }
 
 interface Ranked {
   key: string;
-  cost: bigint;
-  units: bigint;
+  cost: number;
+  units: number;
 }
 
-const byCostThenUnits = (a: Ranked, b: Ranked) => (a.cost !== b.cost ? (b.cost > a.cost ? 1 : -1) : a.units !== b.units ? (b.units > a.units ? 1 : -1) : 0);
+const byCostThenUnits = (a: Ranked, b: Ranked) => b.cost - a.cost || b.units - a.units;
 
 /**
  * The keys ranked `offset` + 1 to `offset` + `top`. Keys of equal cost and units are in the order of their text, as
@@ -70,13 +76,17 @@ async function keptKeys(ranked: Ranked[], top: number, offset: number, order: (k
   return new Set(ranked.slice(offset, offset + top).map((r) => r.key));
 }
 
-/** The top summary's rows (oldest first, then by key, the others last in their bucket) and how many keys were ranked. */
+/**
+ * The top summary's rows (oldest first, then by key, the others last in their bucket) and how many keys were ranked;
+ * undefined where the range's sums pass what numbers add exactly (2^53: the statement sums them instead).
+ */
 export async function topOfRows(
   batches: readonly (readonly KeyedRow[])[],
   top: number,
   offset: number,
   order: (keys: string[]) => Promise<string[]>,
-): Promise<{ rows: KeyedRow[]; keys: number }> {
+): Promise<{ rows: KeyedRow[]; keys: number } | undefined> {
+  if (batches.reduce((sum, batch) => sum + sumsOf(batch).magnitude, 0) > Number.MAX_SAFE_INTEGER) return undefined;
   const ranks = new Map<string, Ranked>();
   for (const batch of batches) {
     const { costs, units } = sumsOf(batch);
@@ -101,9 +111,9 @@ export async function topOfRows(
         const row = batch[i]!;
         if (!kept.has(row.key ?? '')) continue;
         rows.push(row);
-        if (others) row.sums.split(',').forEach((cell, c) => (rest[c]! -= BigInt(cell)));
+        if (others) row.sums.split(',').forEach((cell, c) => (rest[c]! -= Number(cell)));
       }
-      if (others && (rest[EVENTS] !== 0n || rest[CALLS] !== 0n)) rows.push({ start, key: null, sums: rest.join(',') });
+      if (others && (rest[EVENTS] !== 0 || rest[CALLS] !== 0)) rows.push({ start, key: null, sums: rest.join(',') });
     }
   }
   return { rows, keys: ranks.size };
