@@ -10,7 +10,8 @@
  * 30 days (a month at its end: every seeded day) by user and by model, the last 24 hours by hour, the CSVs; the
  * connection's health, and the health of a route's targets) is asked through HTTP
  * BENCH_CONSOLE_RUNS times (default 30, after 3 to warm up), in rounds of every page in turn; it prints p50, p95 and p99
- * (until the answer's last byte). By user, the console asks for its chart's 9 largest users and "Other" (`top`),
+ * (until the answer's last byte), and beside them each page's first answer (the first warm-up's: the process had read
+ * none of its days, usage-days.ts). By user, the console asks for its chart's 9 largest users and "Other" (`top`),
  * and the next 9 a page at a time (`offset`); every user's every day is asked too, beside it (the CSV holds them).
  *
  * BENCH_CONSOLE_AGAINST=<dir>: another checkout of Nexus (a git worktree of the base, say) is asked too, on the same
@@ -235,6 +236,7 @@ async function compareBuilds(databaseUrl: string, headers: Record<string, string
   ];
   try {
     const times = pages.map(() => builds.map((): number[] => []));
+    const firsts = pages.map(() => builds.map(() => 0));
     const rows = pages.map(() => builds.map(() => 0));
     const refused = pages.map(() => builds.map((): string | undefined => undefined));
     for (let i = 0; i < RUNS + 3; i++) {
@@ -249,6 +251,7 @@ async function compareBuilds(databaseUrl: string, headers: Record<string, string
           });
           if (!answer) continue;
           if (i >= 3) times[p]![b]!.push(answer.took);
+          if (i === 0) firsts[p]![b] = answer.took;
           rows[p]![b] = rowsOf(answer.text);
         }
       }
@@ -259,14 +262,14 @@ async function compareBuilds(databaseUrl: string, headers: Record<string, string
         .join(' ')}\n`,
     );
     console.log(
-      `${'page'.padEnd(40)} ${'rows'.padStart(11)} ${'this p50/p95/p99'.padStart(22)} ${'against p50/p95/p99'.padStart(22)}  this/against p50`,
+      `${'page'.padEnd(40)} ${'rows'.padStart(11)} ${'this p50/p95/p99'.padStart(22)} ${'against p50/p95/p99'.padStart(22)}  this/against p50  first answer, this/against`,
     );
     for (const [p, [label]] of pages.entries()) {
       const [mine, theirs] = times[p]!.map((xs) => xs.sort((a, b) => a - b));
       const cell = (xs: number[]) =>
         xs.length ? `${percentile(xs, 50).toFixed(1)}/${percentile(xs, 95).toFixed(1)}/${percentile(xs, 99).toFixed(1)}` : 'refused';
       console.log(
-        `${label.padEnd(40)} ${rows[p]!.join('/').padStart(11)} ${cell(mine!).padStart(22)} ${cell(theirs!).padStart(22)}  ${theirs!.length ? (percentile(mine!, 50) / percentile(theirs!, 50)).toFixed(2) : '-'}`,
+        `${label.padEnd(40)} ${rows[p]!.join('/').padStart(11)} ${cell(mine!).padStart(22)} ${cell(theirs!).padStart(22)}  ${(theirs!.length ? (percentile(mine!, 50) / percentile(theirs!, 50)).toFixed(2) : '-').padStart(16)}  ${firsts[p]!.map((ms) => ms.toFixed(1)).join('/')}`,
       );
     }
   } finally {
@@ -387,16 +390,18 @@ await withFreshNexus(
       return;
     }
     console.log(
-      `${'page'.padEnd(40)} ${'rows'.padStart(5)} ${'p50 ms'.padStart(8)} ${'p95 ms'.padStart(8)} ${'p99 ms'.padStart(8)}  target ${TARGET_MS} ms`,
+      `${'page'.padEnd(40)} ${'rows'.padStart(5)} ${'p50 ms'.padStart(8)} ${'p95 ms'.padStart(8)} ${'p99 ms'.padStart(8)}  target ${TARGET_MS} ms  first answer ms`,
     );
     let missed = 0;
     // Rounds of every page in turn, so that the host's load swings weigh on each page alike.
     const times = pages.map((): number[] => []);
+    const firsts = pages.map(() => 0);
     const rows = pages.map(() => 0);
     for (let i = 0; i < RUNS + 3; i++) {
       for (const [p, [label, path]] of pages.entries()) {
         const { took, text } = await timedPage(serverUrl, path, headers, label);
         if (i >= 3) times[p]!.push(took);
+        if (i === 0) firsts[p] = took;
         rows[p] = rowsOf(text);
       }
     }
@@ -405,7 +410,7 @@ await withFreshNexus(
       const p99 = percentile(taken, 99);
       if (p99 > TARGET_MS) missed++;
       console.log(
-        `${label.padEnd(40)} ${String(rows[p]).padStart(5)} ${percentile(taken, 50).toFixed(1).padStart(8)} ${percentile(taken, 95).toFixed(1).padStart(8)} ${p99.toFixed(1).padStart(8)}  ${p99 <= TARGET_MS ? 'ok' : 'OVER'}`,
+        `${label.padEnd(40)} ${String(rows[p]).padStart(5)} ${percentile(taken, 50).toFixed(1).padStart(8)} ${percentile(taken, 95).toFixed(1).padStart(8)} ${p99.toFixed(1).padStart(8)}  ${(p99 <= TARGET_MS ? 'ok' : 'OVER').padEnd(19)}  ${firsts[p]!.toFixed(1)}`,
       );
     }
     console.log(missed ? `\n${missed} page(s) over ${TARGET_MS} ms at p99` : `\nevery page within ${TARGET_MS} ms at p99`);
