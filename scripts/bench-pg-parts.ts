@@ -54,8 +54,13 @@ const TIMED_WAYS = (process.env.BENCH_PG_PARTS_WAYS?.split(',') ?? Object.keys(W
 async function baseRecord(dir: string) {
   const sql = (await import(`${dir}/src/domain/recording/record-sql.ts`)) as typeof import('../src/domain/recording/record-sql.js');
   const batch = (await import(`${dir}/scripts/lib/record-batch.ts`)) as typeof import('./lib/record-batch.js');
-  const rowJson = (await import(`${dir}/src/db/row-json.ts`)) as typeof import('../src/db/row-json.js');
-  return { text: sql.recordCallsSql(), batchOf: batch.batchOf, jsonArray: rowJson.jsonArray };
+  // Its statement's values as its gateway makes them: arrays of rows (recordValues), or, before those, of JSON objects.
+  const repo = (await import(`${dir}/src/records/call-repo.ts`)) as Partial<typeof import('../src/records/call-repo.js')>;
+  const { jsonArray } = (await import(`${dir}/src/db/row-json.ts`)) as typeof import('../src/db/row-json.js');
+  const values =
+    repo.recordValues ??
+    ((rows: CallRows[]) => [jsonArray(rows.flatMap((r) => (r.leaseCall ? [r.leaseCall] : []))), jsonArray(rows.map((r) => r.invocation))]);
+  return { text: sql.recordCallsSql(), batchOf: batch.batchOf, values };
 }
 
 const median = (xs: number[]) => quantile(xs, 0.5);
@@ -204,11 +209,7 @@ await withFreshNexus(
       if (base)
         for (const n of SIZES)
           parts[`record base, ${n}`] = () => {
-            const rows = base.batchOf(tenant, leases, planId, n);
-            return query('bench_record_base', base.text, [
-              base.jsonArray(rows.flatMap((r) => (r.leaseCall ? [r.leaseCall] : []))),
-              base.jsonArray(rows.map((r) => r.invocation)),
-            ]);
+            return query('bench_record_base', base.text, base.values(base.batchOf(tenant, leases, planId, n)));
           };
 
       console.log(
