@@ -124,6 +124,12 @@ async function callNow(): Promise<Record<string, unknown>> {
   return JSON.parse((rows as { json: string }[])[0]!.json) as Record<string, unknown>;
 }
 
+/** The range's days kept by the process that keeps them: its summary without `top` reads and keeps them as it answers. */
+async function keptDays(ask: Ask): Promise<void> {
+  const { top: _top, offset: _offset, ...all } = ask;
+  await summary(kept, all);
+}
+
 const revision = async () =>
   Number((await kept.database.db('usage_revisions').where({ workspace_id: tenant.workspaceId }).first('revision'))?.revision ?? 0);
 
@@ -140,7 +146,9 @@ describe('the finished days a process keeps', () => {
             const ask = { groupBy, timeZone, since, until, ...top };
             const expected = await summary(plain, ask);
             expect(expected.buckets.length).toBeGreaterThan(0);
+            // A top summary whose days are not kept is the statement's, while they are read to be kept.
             expect(await summary(kept, ask), `${JSON.stringify(ask)}, first`).toEqual(expected);
+            await keptDays(ask);
             expect(await summary(kept, ask), `${JSON.stringify(ask)}, kept`).toEqual(expected);
           }
           const ask = { groupBy, timeZone, since, until };
@@ -157,7 +165,7 @@ describe('the finished days a process keeps', () => {
       const ask = { groupBy: 'access' as const, timeZone, since: HUGE_FROM, until: HUGE_FROM + 30 * DAY, top: 2 };
       const expected = await summary(plain, ask);
       expect(expected.buckets.some((b) => BigInt(b.costMicros) > 2n ** 58n)).toBe(true);
-      expect(await summary(kept, ask)).toEqual(expected);
+      await keptDays(ask);
       expect(await summary(kept, ask)).toEqual(expected);
     }
   });
@@ -167,6 +175,7 @@ describe('the finished days a process keeps', () => {
     const all = await summary(plain, ask);
     const ranked = [...new Set(all.buckets.filter((b) => TIED.includes(b.key)).map((b) => b.key))].sort();
     expect(ranked).toHaveLength(3);
+    await keptDays(ask);
     for (const [top, offset] of [
       [1, 0],
       [1, 1],

@@ -1,10 +1,13 @@
 /**
  * The finished days' parts and their store (src/domain/invocations/usage-days.ts): a range cut into its whole local
- * days that ended, DST and half-hour zones included, and a store bounded by size that drops a day read at another
- * revision.
+ * days that ended, DST and half-hour zones included; a store bounded by size that drops a day read at another
+ * revision; the days a top summary asks for read in the background once.
  */
-import { describe, expect, it } from 'vitest';
-import { partsOf, UsageDayCache } from '../../src/domain/invocations/usage-days.js';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { hourOfStart, keptRowsByDay, partsOf, UsageDayCache, type DayReads } from '../../src/domain/invocations/usage-days.js';
+import { newId } from '../../src/ids.js';
+import { until as until_ } from '../gateway/gateway-support.js';
+import { createTestDatabase, type TestDatabase } from '../support/test-db.js';
 
 const HOUR = 3_600_000;
 const at = (iso: string) => Date.parse(iso);
@@ -61,5 +64,49 @@ describe('UsageDayCache', () => {
     cache.set('e', '0', ['e'], 40);
     expect(cache.get('e', '0')).toBeUndefined();
     expect(new UsageDayCache(0).enabled).toBe(false);
+  });
+});
+
+describe('keptRowsByDay', () => {
+  let database: TestDatabase;
+  beforeAll(async () => {
+    database = await createTestDatabase();
+  });
+  afterAll(async () => {
+    await database?.drop();
+  });
+
+  it('answers nothing while a part is not kept, reads and keeps the parts in the background, then answers them kept', async () => {
+    const since = at('2026-03-01T00:00Z');
+    const until = at('2026-03-04T00:00Z');
+    const asked: string[] = [];
+    let open!: () => void;
+    const gate = new Promise<void>((resolve) => (open = resolve));
+    const reads: DayReads<{ start: string }> = {
+      cache: new UsageDayCache(1 << 20),
+      db: database.db,
+      workspaceId: newId(),
+      kind: 'test',
+      timeZone: 'UTC',
+      read: async (from, to) => {
+        asked.push(`${from.toISOString()}..${to.toISOString()}`);
+        await gate;
+        const rows = [];
+        for (let day = from.getTime(); day < to.getTime(); day += 24 * HOUR) rows.push({ start: String(day / 1000) });
+        return rows;
+      },
+      startOf: (row) => hourOfStart(row.start),
+      sizeOf: () => 100,
+    };
+    expect(await keptRowsByDay(reads, since, until)).toBeUndefined();
+    expect(await keptRowsByDay(reads, since, until)).toBeUndefined();
+    open();
+    await until_(async () => (await keptRowsByDay(reads, since, until)) !== undefined);
+    // One read of the three days, in the background (the second answer did not start another).
+    expect(asked).toEqual(['2026-03-01T00:00:00.000Z..2026-03-04T00:00:00.000Z']);
+    const rows = [];
+    for await (const batch of (await keptRowsByDay(reads, since, until))!) rows.push(...batch);
+    expect(rows.map((r) => r.start)).toEqual([since, since + 24 * HOUR, since + 48 * HOUR].map((ms) => String(ms / 1000)));
+    expect(asked).toHaveLength(1);
   });
 });

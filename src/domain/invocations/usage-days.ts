@@ -164,8 +164,39 @@ export async function rowsByDay<T>(reads: DayReads<T>, since: number, until: num
   return inOrder(reads, revision, partsOf(since, until, reads.timeZone, now - FINISHED_AFTER_MS));
 }
 
+/** The reads of days under way in the background (keptRowsByDay), by workspace, what is read and revision. */
+const filling = new Set<string>();
+
+/**
+ * rowsByDay's, where every part of [since, until) that may be kept is kept; else undefined, and the parts are read
+ * and kept in the background (one such read at a time per workspace, what is read and revision): for a reader whose
+ * own statement answers faster than every key's buckets are read (a top summary's, which reads only its top keys').
+ */
+export async function keptRowsByDay<T>(
+  reads: DayReads<T>,
+  since: number,
+  until: number,
+): Promise<AsyncGenerator<readonly T[]> | undefined> {
+  const { revision, now } = await usageRevision(reads.db, reads.workspaceId);
+  const parts = partsOf(since, until, reads.timeZone, now - FINISHED_AFTER_MS);
+  if (parts.every((part) => !part.keep || reads.cache.get(keyOfPart(reads, part), revision))) return inOrder(reads, revision, parts);
+  const fill = `${reads.workspaceId}|${reads.kind}|${revision}`;
+  if (!filling.has(fill)) {
+    filling.add(fill);
+    void (async () => {
+      for await (const _ of inOrder(reads, revision, parts));
+    })()
+      // A failed read keeps nothing: the next summary's reads the parts again.
+      .catch(() => undefined)
+      .finally(() => filling.delete(fill));
+  }
+  return undefined;
+}
+
+const keyOfPart = <T>(reads: DayReads<T>, part: Part) => `${reads.workspaceId}|${reads.kind}|${part.since}|${part.until}`;
+
 async function* inOrder<T>(reads: DayReads<T>, revision: string, parts: Part[]): AsyncGenerator<readonly T[]> {
-  const keyOf = (part: Part) => `${reads.workspaceId}|${reads.kind}|${part.since}|${part.until}`;
+  const keyOf = (part: Part) => keyOfPart(reads, part);
   for (let i = 0; i < parts.length;) {
     const part = parts[i]!;
     const kept = part.keep ? reads.cache.get<T>(keyOf(part), revision) : undefined;

@@ -10,7 +10,7 @@ import { mergeAdjacent, mergeLines, repeatsKey } from './adjacent-sums.js';
 import type { InvocationRepoDeps } from './invocation-repo.js';
 import { ROLLUP_SUMS } from '../recording/rollup-sql.js';
 import { byKeyWithinHour, startsAsIso, toBuckets, type SummedRow, type UsageBucketRow, type UsageSumRow } from './usage-buckets.js';
-import { allRowsByDay, hourOfStart, rowsByDay, type DayReads } from './usage-days.js';
+import { allRowsByDay, hourOfStart, keptRowsByDay, rowsByDay, type DayReads } from './usage-days.js';
 import {
   bucketColumns,
   byDayBucketsSql,
@@ -303,11 +303,13 @@ export async function topUsageSummary(
   query: TopUsageSummaryQuery,
   q: Queryable = deps.db,
 ): Promise<TopUsageSummary> {
-  // By day, from every key's buckets, most of them days kept (usage-top.ts).
+  // By day, from every key's buckets where the process keeps the range's finished days (usage-top.ts); else from the
+  // statement below, which reads only the top keys' rows, while the days are read to be kept.
   const reads = dayReads(deps, query, q);
-  if (reads) {
+  const kept = reads && (await keptRowsByDay(reads, query.since.getTime(), query.until.getTime()));
+  if (kept) {
     const batches: (readonly SummedRow[])[] = [];
-    for await (const batch of await rowsByDay(reads, query.since.getTime(), query.until.getTime())) batches.push(batch);
+    for await (const batch of kept) batches.push(batch);
     const made = await topOfRows(batches, query.top, query.offset, (tied) => inTextOrder(q, tied));
     if (made) return { buckets: toBuckets(made.rows), keys: made.keys };
   }
