@@ -86,6 +86,24 @@ export async function usageRevision(q: Queryable, workspaceId: string): Promise<
  */
 export function dayStart(ms: number, timeZone: string): number {
   if (timeZone === 'UTC') return Math.floor(ms / (24 * HOUR_MS)) * 24 * HOUR_MS;
+  const key = `${timeZone}|${ms}`;
+  let start = dayStarts.get(key);
+  if (start === undefined) {
+    if (dayStarts.size >= MAX_DAY_STARTS) dayStarts.clear();
+    start = zoneDayStart(ms, timeZone);
+    dayStarts.set(key, start);
+  }
+  return start;
+}
+
+/**
+ * dayStart's answers, by zone and hour: a summary asks for the same days again (a year is 365 of them, each a
+ * zone's clock read twice), at most MAX_DAY_STARTS (then forgotten at once).
+ */
+const dayStarts = new Map<string, number>();
+const MAX_DAY_STARTS = 100_000;
+
+function zoneDayStart(ms: number, timeZone: string): number {
   const parts = clockOf(timeZone);
   const sinceMidnight = (t: number) => {
     const p = Object.fromEntries(parts.formatToParts(t).map((x) => [x.type, Number(x.value)]));
