@@ -279,10 +279,7 @@ function readsOf(ws: string): [string, string][] {
   ];
 }
 
-/**
- * p50 of RUNS answers of `path` through HTTP (after two), ms, and the first answer's (the process had read none of
- * its days: src/domain/invocations/usage-days.ts).
- */
+/** p50 of RUNS answers of `path` through HTTP (after two), ms, and the first answer's (no day kept yet: usage-days.ts). */
 async function p50(serverUrl: string, headers: Record<string, string>, path: string): Promise<{ p50: number; first: number }> {
   const times: number[] = [];
   let first = 0;

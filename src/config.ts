@@ -182,10 +182,7 @@ function serverFields(v: z.output<typeof variables>) {
     /** Processes serving the port (node:cluster): 1 is this process alone; more need DATABASE_URL. */
     workers: v.NEXUS_WORKERS,
     dataDir: v.NEXUS_DATA_DIR,
-    /**
-     * Where clients reach Nexus (gatewayBaseUrl, webhookUrl, Link headers), without a trailing
-     * slash; undefined: the address the server listens on (src/http/public-url.ts).
-     */
+    /** Where clients reach Nexus (gatewayBaseUrl, webhookUrl, Link headers), no trailing slash; undefined: the listen address. */
     publicUrl: v.NEXUS_PUBLIC_URL?.replace(/\/+$/, ''),
     /**
      * Whose Host and X-Forwarded-Host/-Proto name the public URL when NEXUS_PUBLIC_URL is unset: false (no one's,
@@ -201,10 +198,7 @@ function serverFields(v: z.output<typeof variables>) {
      * `exports_busy` and a Retry-After. A usage summary's export holds two of the Admin API pool's connections.
      */
     exportsAtOnce: v.NEXUS_EXPORTS_AT_ONCE,
-    /**
-     * How much of the usage summaries' finished days a process keeps, bytes (src/domain/invocations/usage-days.ts):
-     * a summary by day reads again only its days not kept; 0 keeps none.
-     */
+    /** Bytes of the usage summaries' finished days a process keeps (src/domain/invocations/usage-days.ts); 0: none. */
     usageDayCacheBytes: v.NEXUS_USAGE_DAY_CACHE_MB * 1024 * 1024,
     /**
      * How long a request's body may take to arrive, from the request's start (node's requestTimeout): a client

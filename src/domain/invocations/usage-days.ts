@@ -182,12 +182,12 @@ export async function rowsByDay<T>(reads: DayReads<T>, since: number, until: num
   return inOrder(reads, revision, partsOf(since, until, reads.timeZone, now - FINISHED_AFTER_MS));
 }
 
-/** The reads of days under way in the background (keptRowsByDay), by workspace, what is read and revision. */
+/** The reads of days under way in the background (keptRowsByDay), by workspace, what is read, range and revision. */
 const filling = new Set<string>();
 
 /**
  * rowsByDay's, where every part of [since, until) that may be kept is kept; else undefined, and the parts are read
- * and kept in the background (one such read at a time per workspace, what is read and revision): for a reader whose
+ * and kept in the background (one such read at a time per workspace, what is read, range and revision): for a reader whose
  * own statement answers faster than every key's buckets are read (a top summary's, which reads only its top keys').
  */
 export async function keptRowsByDay<T>(
@@ -198,7 +198,7 @@ export async function keptRowsByDay<T>(
   const { revision, now } = await usageRevision(reads.db, reads.workspaceId);
   const parts = partsOf(since, until, reads.timeZone, now - FINISHED_AFTER_MS);
   if (parts.every((part) => !part.keep || reads.cache.get(keyOfPart(reads, part), revision))) return inOrder(reads, revision, parts);
-  const fill = `${reads.workspaceId}|${reads.kind}|${revision}`;
+  const fill = `${reads.workspaceId}|${reads.kind}|${since}|${until}|${revision}`;
   if (!filling.has(fill)) {
     filling.add(fill);
     void (async () => {

@@ -80,7 +80,8 @@ export async function usageHours(
  * disk) or sort the whole range first; it is told not to, in the statement's own transaction: no hashing, no
  * parallel sort, and the rollup's pages read in index order cost about what they cost read in turn (they are in
  * memory). Hours by key come by access within an hour, and are put in the order of their keys here
- * (byKeyWithinHour). A month of hours is read by a few queries at once (the service's slices).
+ * (byKeyWithinHour). A month of hours is read by a few queries at once (the service's slices). By day, the finished
+ * days the process keeps are taken as they are, and only the others read (dayReads, usage-days.ts).
  */
 export async function usageSummary(deps: InvocationRepoDeps, query: UsageSummaryQuery, q: Queryable = deps.db): Promise<UsageBucketRow[]> {
   const days = dayReads(deps, query, q);
@@ -134,7 +135,8 @@ export type UsageSumPage = UsageSumRow[] | string;
  * the statement sends it (rowBatches): its start is written here, once a line, and the text is the page. At a month of
  * 2,000 users, a row, an object and three strings a bucket cost the process more CPU than the statement's sums. A day
  * whose whole-day rows hold a bucket of several rows (an access's keys: a line with the key of the line before it,
- * repeatsKey) has its lines added up here (mergeLines); a day of a row a bucket is written as it came.
+ * repeatsKey) has its lines added up here (mergeLines); a day of a row a bucket is written as it came. The finished
+ * days' lines, or rows, the process keeps are written as they were kept (usage-days.ts).
  */
 export async function usageSummarySumBatches(
   deps: InvocationRepoDeps,
@@ -303,7 +305,8 @@ async function summedRows(q: Queryable, query: UsageSummaryQuery): Promise<Summe
  * call (every rollup row counts one: there are rows of other keys). The totals are read only where the range has keys
  * beyond the series (more ranked than kept): with 8 users and a top of 9 there is no other series to take them for.
  * A zone's day made of a workspace day's row less its hours in another may sum to nothing (otherZoneDaysSql): no
- * bucket, as the hours give none. Keys are text, the empty string for none.
+ * bucket, as the hours give none. Keys are text, the empty string for none. By day where the process keeps the
+ * range's finished days, the summary is made from them in the process instead (usage-top.ts), to the same answer.
  */
 export async function topUsageSummary(
   deps: InvocationRepoDeps,
