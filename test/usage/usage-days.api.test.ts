@@ -232,7 +232,11 @@ describe('the finished days a process keeps', () => {
 
   it("are read again after the workspace's zone changes and after retention removes rollup rows", async () => {
     const at = await revision();
-    const changed = await updateWorkspace({ client: kept.client, path: { workspaceId: tenant.workspaceId }, body: { timeZone: 'Europe/Paris' } });
+    const changed = await updateWorkspace({
+      client: kept.client,
+      path: { workspaceId: tenant.workspaceId },
+      body: { timeZone: 'Europe/Paris' },
+    });
     expect(changed.response.status).toBe(200);
     expect(await revision()).toBe(at + 1);
     const ask = { groupBy: 'model' as const, timeZone: 'Europe/Paris', since: FROM, until: TO };

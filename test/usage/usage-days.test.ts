@@ -12,7 +12,9 @@ import { createTestDatabase, type TestDatabase } from '../support/test-db.js';
 const HOUR = 3_600_000;
 const at = (iso: string) => Date.parse(iso);
 const spans = (parts: ReturnType<typeof partsOf>) =>
-  parts.map((p) => `${new Date(p.since).toISOString().slice(5, 13)}..${new Date(p.until).toISOString().slice(5, 13)}${p.keep ? ' kept' : ''}`);
+  parts.map(
+    (p) => `${new Date(p.since).toISOString().slice(5, 13)}..${new Date(p.until).toISOString().slice(5, 13)}${p.keep ? ' kept' : ''}`,
+  );
 
 describe('partsOf', () => {
   it('cuts a range into its partial first day and its whole days that ended, kept, and the rest', () => {
@@ -38,8 +40,12 @@ describe('partsOf', () => {
   });
 
   it('keeps a range within one day that ended as one part, and reads the days after the finished ones as one', () => {
-    expect(spans(partsOf(at('2026-03-01T05:00Z'), at('2026-03-01T09:00Z'), 'UTC', at('2026-12-01T00:00Z')))).toEqual(['03-01T05..03-01T09 kept']);
-    expect(spans(partsOf(at('2026-03-01T00:00Z'), at('2026-03-03T00:00Z'), 'UTC', at('2026-03-01T23:00Z')))).toEqual(['03-01T00..03-03T00']);
+    expect(spans(partsOf(at('2026-03-01T05:00Z'), at('2026-03-01T09:00Z'), 'UTC', at('2026-12-01T00:00Z')))).toEqual([
+      '03-01T05..03-01T09 kept',
+    ]);
+    expect(spans(partsOf(at('2026-03-01T00:00Z'), at('2026-03-03T00:00Z'), 'UTC', at('2026-03-01T23:00Z')))).toEqual([
+      '03-01T00..03-03T00',
+    ]);
   });
 });
 

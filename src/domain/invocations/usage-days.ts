@@ -71,7 +71,7 @@ export class UsageDayCache {
 }
 
 /** The workspace's usage revision and the database's clock (ms), read together before the days. */
-export async function usageRevision(q: Queryable, workspaceId: string): Promise<{ revision: string; now: number }> {
+async function usageRevision(q: Queryable, workspaceId: string): Promise<{ revision: string; now: number }> {
   const { rows } = await q.raw<{ rows: { revision: string; now: string }[] }>(
     `select coalesce((select revision from usage_revisions where workspace_id = ?), 0)::text as revision,
             (extract(epoch from now()) * 1000)::int8::text as now`,

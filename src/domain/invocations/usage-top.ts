@@ -34,17 +34,17 @@ interface Sums {
 const made = new WeakMap<readonly KeyedRow[], Sums>();
 
 function sumsOf(batch: readonly KeyedRow[]): Sums {
-  let sums = made.get(batch);
-  if (sums) return sums;
-  sums = { costs: new Float64Array(batch.length), units: new Float64Array(batch.length), totals: new Map(), magnitude: 0 };
+  const known = made.get(batch);
+  if (known) return known;
+  const sums: Sums = { costs: new Float64Array(batch.length), units: new Float64Array(batch.length), totals: new Map(), magnitude: 0 };
   batch.forEach((row, i) => {
     const cells = row.sums.split(',').map(Number);
-    for (const cell of cells) sums!.magnitude += Number.isSafeInteger(cell) ? Math.abs(cell) : Infinity;
-    sums!.costs[i] = cells[COST]!;
-    sums!.units[i] = cells[UNITS]!;
-    const total = sums!.totals.get(row.start);
+    for (const cell of cells) sums.magnitude += Number.isSafeInteger(cell) ? Math.abs(cell) : Infinity;
+    sums.costs[i] = cells[COST]!;
+    sums.units[i] = cells[UNITS]!;
+    const total = sums.totals.get(row.start);
     if (total) for (let c = 0; c < cells.length; c++) total[c]! += cells[c]!;
-    else sums!.totals.set(row.start, cells);
+    else sums.totals.set(row.start, cells);
   });
   made.set(batch, sums);
   return sums;
