@@ -142,7 +142,6 @@ describe('the gateway on embedded PGlite', () => {
 
   it('a server killed holding a lease leaves it to the next start on the data dir, which releases it at once', async () => {
     const crashDir = mkdtempSync(join(tmpdir(), 'nexus-pglite-crash-'));
-    const port = 20000 + Math.floor(Math.random() * 20000);
     // `npm start` in its own process, keeping an unused lease for a minute: the kill finds it HELD.
     const child = spawn(process.execPath, ['dist/server.js'], {
       cwd: projectRoot,
@@ -150,7 +149,8 @@ describe('the gateway on embedded PGlite', () => {
         PATH: process.env.PATH,
         HOME: process.env.HOME,
         ...embeddedEnv(crashDir),
-        PORT: String(port),
+        // A port the system picks (the server logs it): a random one was taken by another test's server at times.
+        PORT: '0',
         HOST: '127.0.0.1',
         NEXUS_QUOTA_LEASE_IDLE_MS: '60000',
         NEXUS_LOG_LEVEL: 'info',
@@ -161,10 +161,12 @@ describe('the gateway on embedded PGlite', () => {
       let output = '';
       child.stdout.on('data', (d) => (output += d));
       child.stderr.on('data', (d) => (output += d));
-      for (const deadline = Date.now() + 45_000; !output.includes('"msg":"listening"'); await new Promise((r) => setTimeout(r, 100))) {
+      // The whole line that says where it listens.
+      const listening = () => /^.*"msg":"listening".*\n/m.exec(output)?.[0];
+      for (const deadline = Date.now() + 45_000; !listening(); await new Promise((r) => setTimeout(r, 100))) {
         if (Date.now() > deadline || child.exitCode !== null) throw new Error(`server did not start:\n${output}`);
       }
-      const base = `http://127.0.0.1:${port}`;
+      const base = (JSON.parse(listening()!) as { url: string }).url;
       const { conn, user } = await tenant(base);
       const res = await fetch(`${conn.gatewayBaseUrl}/v1/chat/completions`, {
         method: 'POST',

@@ -180,6 +180,10 @@ rolled_rows as (
    order by workspace_id, day, time_zone, workspace_access_id, inference_key_id
   on conflict (workspace_id, day, time_zone, workspace_access_id, inference_key_id) do update
      set units = d.units + excluded.units, input_tokens = d.input_tokens + excluded.input_tokens, cached_input_tokens = d.cached_input_tokens + excluded.cached_input_tokens, output_tokens = d.output_tokens + excluded.output_tokens, events = d.events + excluded.events, cost_micros = d.cost_micros + excluded.cost_micros, unpriced_events = d.unpriced_events + excluded.unpriced_events, calls = d.calls + excluded.calls, failed_calls = d.failed_calls + excluded.failed_calls, refused_calls = d.refused_calls + excluded.refused_calls, audio_input_tokens = d.audio_input_tokens + excluded.audio_input_tokens, audio_output_tokens = d.audio_output_tokens + excluded.audio_output_tokens, image_input_tokens = d.image_input_tokens + excluded.image_input_tokens, image_output_tokens = d.image_output_tokens + excluded.image_output_tokens, images = d.images + excluded.images, audio_ms = d.audio_ms + excluded.audio_ms, characters = d.characters + excluded.characters
+), rolled_late as (
+  insert into usage_revisions as v (workspace_id, revision)
+  select distinct workspace_id, 1 from rolled_rows where hour < date_trunc('hour', now()) - interval '1 hour'
+  on conflict (workspace_id) do update set revision = v.revision + 1
 )
 -- the costs recorded, per workspace, connection and model
 select u.workspace_id, r.provider_connection_id as connection_id, u.model, sum(u.cost_micros) as cost_micros,
