@@ -5,12 +5,32 @@
 import type { UsageBucketDto } from '../../generated/client/types.gen.js';
 import type { Db } from '../../src/db/database.js';
 import { rebuildWorkspaceRollupsSql, ROLLUP_TABLES } from '../../src/domain/recording/rollup-sql.js';
+import { newId } from '../../src/ids.js';
 import { localDate, localMidnight } from '../../src/domain/workspaces/time-zone.js';
 
 export async function rebuildRollups(db: Db, workspaceId: string): Promise<void> {
   for (const table of ROLLUP_TABLES) await db(table).where({ workspace_id: workspaceId }).delete();
   await db.raw(rebuildWorkspaceRollupsSql(':workspaceId'), { workspaceId });
 }
+
+/**
+ * The `n`-th usage event of a seed written by hand (then rebuildRollups): its units, tokens and cost spread by `n`,
+ * its model `models[n]` in turn, at `at` (ms).
+ */
+export const seededUsageEvent = (workspaceId: string, access: string, models: readonly string[], n: number, at: number) => ({
+  id: newId(),
+  workspace_id: workspaceId,
+  workspace_access_id: access,
+  quota_period_id: newId(),
+  kind: 'USAGE',
+  units: 1 + ((n * 37) % 900),
+  input_tokens: (n * 13) % 500,
+  cached_input_tokens: 0,
+  output_tokens: (n * 11) % 300,
+  cost_micros: 100 + ((n * 53) % 700),
+  model: models[n % models.length]!,
+  created_at: new Date(at),
+});
 
 /** A bucket's cells in exportUsageSummary's columns, before the CSV's cell rules: a kind a bucket lacks is 0. */
 export const usageCsvCells = (b: UsageBucketDto, currency = 'USD'): (string | number)[] => [

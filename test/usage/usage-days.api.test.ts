@@ -15,7 +15,7 @@ import { getUsageSummary, updateWorkspace } from '../support/sdk.js';
 import { startOpenAiUpstream, testProviderKey, type FakeUpstream } from '../support/fake-upstreams.js';
 import { startTestApp, type TestApp } from '../support/test-app.js';
 import { createTenant, gatewayFetch, type Tenant } from '../gateway/gateway-support.js';
-import { rebuildRollups } from '../support/usage-rollups.js';
+import { rebuildRollups, seededUsageEvent } from '../support/usage-rollups.js';
 
 let kept: TestApp;
 let plain: TestApp;
@@ -38,20 +38,7 @@ beforeAll(async () => {
   const key = testProviderKey('usage-days');
   upstream = await startOpenAiUpstream({ apiKey: key });
   tenant = await createTenant(kept, { baseUrl: upstream.url, providerKey: key });
-  const event = (access: string, n: number, at: number) => ({
-    id: newId(),
-    workspace_id: tenant.workspaceId,
-    workspace_access_id: access,
-    quota_period_id: newId(),
-    kind: 'USAGE',
-    units: 1 + ((n * 37) % 900),
-    input_tokens: (n * 13) % 500,
-    cached_input_tokens: 0,
-    output_tokens: (n * 11) % 300,
-    cost_micros: 100 + ((n * 53) % 700),
-    model: MODELS[n % MODELS.length]!,
-    created_at: new Date(at),
-  });
+  const event = (access: string, n: number, at: number) => seededUsageEvent(tenant.workspaceId, access, MODELS, n, at);
   const events = Array.from({ length: 900 }, (_, n) =>
     event(ACCESSES[3 + (n % 7)]!, n, FROM + Math.floor(((n * 7919) % 900) * ((TO - FROM) / 900))),
   );

@@ -11,7 +11,7 @@ import { startOpenAiUpstream, testProviderKey, type FakeUpstream } from '../supp
 import { startTestApp, type TestApp } from '../support/test-app.js';
 import { createTenant, type Tenant } from '../gateway/gateway-support.js';
 import type { UsageBucketDto } from '../../generated/client/types.gen.js';
-import { rebuildRollups, usageCsvCells } from '../support/usage-rollups.js';
+import { rebuildRollups, seededUsageEvent, usageCsvCells } from '../support/usage-rollups.js';
 
 let t: TestApp;
 let upstream: FakeUpstream;
@@ -29,20 +29,15 @@ beforeAll(async () => {
   const key = testProviderKey('usage-export-cells');
   upstream = await startOpenAiUpstream({ apiKey: key });
   tenant = await createTenant(t, { baseUrl: upstream.url, providerKey: key });
-  const events = Array.from({ length: 300 }, (_, n) => ({
-    id: newId(),
-    workspace_id: tenant.workspaceId,
-    workspace_access_id: ACCESSES[n % ACCESSES.length]!,
-    quota_period_id: newId(),
-    kind: 'USAGE',
-    units: 1 + ((n * 37) % 900),
-    input_tokens: (n * 13) % 500,
-    cached_input_tokens: 0,
-    output_tokens: (n * 11) % 300,
-    cost_micros: 100 + ((n * 53) % 700),
-    model: MODELS[n % MODELS.length]!,
-    created_at: new Date(FROM + Math.floor(((n * 7919) % 300) * ((TO - FROM) / 300))),
-  }));
+  const events = Array.from({ length: 300 }, (_, n) =>
+    seededUsageEvent(
+      tenant.workspaceId,
+      ACCESSES[n % ACCESSES.length]!,
+      MODELS,
+      n,
+      FROM + Math.floor(((n * 7919) % 300) * ((TO - FROM) / 300)),
+    ),
+  );
   await t.database.db.batchInsert('usage_events', events, 500);
   await rebuildRollups(t.database.db, tenant.workspaceId);
 });
