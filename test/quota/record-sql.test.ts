@@ -61,7 +61,10 @@ describe('the record statement, composed from named parts', () => {
       ['the periods charged', ['p']],
       ['the usage events, priced', ['u', 'a', 'new_events']],
       ['the thresholds crossed', ['crossed', 'marks', 'threshold_events', 'threshold_messages']],
-      ['the usage rollups', ['rolled_rows', 'rolled', 'rolled_series', 'rolled_day_rows', 'rolled_days', 'rolled_day_series', 'rolled_late']],
+      [
+        'the usage rollups',
+        ['rolled_rows', 'rolled', 'rolled_series', 'rolled_day_rows', 'rolled_days', 'rolled_day_series', 'rolled_late'],
+      ],
     ]);
     expect(finalSelect(parts, sql)).toMatch(
       /^select u\.workspace_id, r\.provider_connection_id as connection_id, .* from u join recorded r /s,
@@ -99,7 +102,10 @@ describe('the reclaim of dead processes’ leases, composed from the same parts'
       ['the invocations recorded', ['recorded']],
       ['the calls charged', ['charged']],
       ['the usage events, priced', ['u', 'a', 'new_events']],
-      ['the usage rollups', ['rolled_rows', 'rolled', 'rolled_series', 'rolled_day_rows', 'rolled_days', 'rolled_day_series', 'rolled_late']],
+      [
+        'the usage rollups',
+        ['rolled_rows', 'rolled', 'rolled_series', 'rolled_day_rows', 'rolled_days', 'rolled_day_series', 'rolled_late'],
+      ],
       ['the periods given back and charged', ['held', 'used', 'p']],
       ['the thresholds crossed', ['crossed', 'marks', 'threshold_events', 'threshold_messages']],
     ]);
