@@ -178,8 +178,14 @@ export interface DayReads<T> {
  * read before this returns.
  */
 export async function rowsByDay<T>(reads: DayReads<T>, since: number, until: number): Promise<AsyncGenerator<readonly T[]>> {
+  const { revision, parts } = await partsNow(reads, since, until);
+  return inOrder(reads, revision, parts);
+}
+
+/** The workspace's usage revision, and [since, until)'s parts by the database's clock (partsOf). */
+async function partsNow<T>(reads: DayReads<T>, since: number, until: number): Promise<{ revision: string; parts: Part[] }> {
   const { revision, now } = await usageRevision(reads.db, reads.workspaceId);
-  return inOrder(reads, revision, partsOf(since, until, reads.timeZone, now - FINISHED_AFTER_MS));
+  return { revision, parts: partsOf(since, until, reads.timeZone, now - FINISHED_AFTER_MS) };
 }
 
 /** The reads of days under way in the background (keptRowsByDay), by workspace, what is read, range and revision. */
@@ -195,8 +201,7 @@ export async function keptRowsByDay<T>(
   since: number,
   until: number,
 ): Promise<AsyncGenerator<readonly T[]> | undefined> {
-  const { revision, now } = await usageRevision(reads.db, reads.workspaceId);
-  const parts = partsOf(since, until, reads.timeZone, now - FINISHED_AFTER_MS);
+  const { revision, parts } = await partsNow(reads, since, until);
   if (parts.every((part) => !part.keep || reads.cache.get(keyOfPart(reads, part), revision))) return inOrder(reads, revision, parts);
   const fill = `${reads.workspaceId}|${reads.kind}|${since}|${until}|${revision}`;
   if (!filling.has(fill)) {
@@ -214,10 +219,9 @@ export async function keptRowsByDay<T>(
 const keyOfPart = <T>(reads: DayReads<T>, part: Part) => `${reads.workspaceId}|${reads.kind}|${part.since}|${part.until}`;
 
 async function* inOrder<T>(reads: DayReads<T>, revision: string, parts: Part[]): AsyncGenerator<readonly T[]> {
-  const keyOf = (part: Part) => keyOfPart(reads, part);
   for (let i = 0; i < parts.length;) {
     const part = parts[i]!;
-    const kept = part.keep ? reads.cache.get<T>(keyOf(part), revision) : undefined;
+    const kept = part.keep ? reads.cache.get<T>(keyOfPart(reads, part), revision) : undefined;
     if (kept) {
       if (kept.length) yield kept;
       i++;
@@ -230,9 +234,9 @@ async function* inOrder<T>(reads: DayReads<T>, revision: string, parts: Part[]):
     }
     // The parts from here not kept, read at once.
     let j = i + 1;
-    while (j < parts.length && parts[j]!.keep && !reads.cache.get(keyOf(parts[j]!), revision)) j++;
+    while (j < parts.length && parts[j]!.keep && !reads.cache.get(keyOfPart(reads, parts[j]!), revision)) j++;
     const days = parts.slice(i, j);
-    yield* keepDays(reads, revision, days, keyOf, await reads.read(new Date(days[0]!.since), new Date(days.at(-1)!.until)));
+    yield* keepDays(reads, revision, days, await reads.read(new Date(days[0]!.since), new Date(days.at(-1)!.until)));
     i = j;
   }
 }
@@ -248,7 +252,6 @@ async function* keepDays<T>(
   reads: DayReads<T>,
   revision: string,
   days: Part[],
-  keyOf: (part: Part) => string,
   read: AsyncIterable<readonly T[]> | readonly T[],
 ): AsyncGenerator<readonly T[]> {
   let d = 0;
@@ -256,7 +259,7 @@ async function* keepDays<T>(
   let bytes = 0;
   const keepUpTo = (start: number) => {
     while (d < days.length && days[d]!.until <= start) {
-      reads.cache.set(keyOf(days[d]!), revision, rows, bytes);
+      reads.cache.set(keyOfPart(reads, days[d]!), revision, rows, bytes);
       rows = [];
       bytes = 0;
       d++;

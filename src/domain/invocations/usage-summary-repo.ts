@@ -94,9 +94,10 @@ export async function usageSummary(deps: InvocationRepoDeps, query: UsageSummary
  * whole days (otherZoneDaysSql) scanned every hourly row of the workspace to find none (23 ms at 69,000 rows).
  */
 const hoursOnly = (query: UsageSummaryQuery, since: Date, until: Date) =>
-  query.timeZone !== query.workspaceTimeZone && until.getTime() - since.getTime() <= 2 * DAY_MS;
+  query.timeZone !== query.workspaceTimeZone && aDayOrTwo({ since, until });
 
-const DAY_MS = 86_400_000;
+/** A range of two days at most: today's, or a kept range's edge (usage-days.ts reads the rest from its days). */
+const aDayOrTwo = ({ since, until }: { since: Date; until: Date }) => until.getTime() - since.getTime() <= 2 * 86_400_000;
 
 /** About what a summary's row holds beside its key and sums: the object, its start, its strings' headers. */
 const ROW_BYTES = 96;
@@ -251,7 +252,7 @@ async function summedRows(q: Queryable, query: UsageSummaryQuery): Promise<Summe
     const userDays = userDaysOf(query);
     // A day or two (today's, kept days' edges) is read as it is: its buckets fit in memory however they are summed,
     // and the statement's own transaction cost three round trips more than the statement.
-    if (userDays && query.until.getTime() - query.since.getTime() <= 2 * DAY_MS) {
+    if (userDays && aDayOrTwo(query)) {
       return mergeAdjacent((await q.raw(userDays.sql, userDays.bound)).rows as SummedRow[]);
     }
     if (userDays) {
