@@ -1,16 +1,43 @@
 /**
  * Usage written by hand in tests: a workspace's rollups made anew from its usage events (the gateway adds its calls'
- * in the statement that records them), and a usage CSV's cells as the summary's buckets give them.
+ * in the statement that records them), a summary asked of them through HTTP, and a usage CSV's cells as the summary's
+ * buckets give them.
  */
+import { expect } from 'vitest';
 import type { UsageBucketDto } from '../../generated/client/types.gen.js';
 import type { Db } from '../../src/db/database.js';
 import { rebuildWorkspaceRollupsSql, ROLLUP_TABLES } from '../../src/domain/recording/rollup-sql.js';
 import { newId } from '../../src/ids.js';
 import { localDate, localMidnight } from '../../src/domain/workspaces/time-zone.js';
+import { getUsageSummary } from './sdk.js';
+import type { TestApp } from './test-app.js';
 
 export async function rebuildRollups(db: Db, workspaceId: string): Promise<void> {
   for (const table of ROLLUP_TABLES) await db(table).where({ workspace_id: workspaceId }).delete();
   await db.raw(rebuildWorkspaceRollupsSql(':workspaceId'), { workspaceId });
+}
+
+/** A summary's question, its range in ms. */
+export interface SummaryAsk {
+  granularity: 'hour' | 'day';
+  groupBy: 'model' | 'access';
+  timeZone: string;
+  since: number;
+  until: number;
+  top?: number;
+  offset?: number;
+}
+
+/** getUsageSummary's answer to `ask` on `t` (200 expected). */
+export async function askSummary(t: TestApp, workspaceId: string, ask: SummaryAsk) {
+  const { since, until, ...rest } = ask;
+  const res = await getUsageSummary({
+    client: t.client,
+    path: { workspaceId },
+    query: { ...rest, since: new Date(since).toISOString(), until: new Date(until).toISOString() },
+  });
+  expect(res.response.status, JSON.stringify(res.error)).toBe(200);
+  return res.data!;
 }
 
 /**

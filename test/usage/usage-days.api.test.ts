@@ -11,11 +11,11 @@ import { deleteRollupBatch } from '../../src/domain/history/history-repo.js';
 import { INVOCATION_COLUMNS } from '../../src/domain/recording/record-sql.js';
 import { newId } from '../../src/ids.js';
 import { createCallRepo } from '../../src/records/call-repo.js';
-import { getUsageSummary, updateWorkspace } from '../support/sdk.js';
+import { updateWorkspace } from '../support/sdk.js';
 import { startOpenAiUpstream, testProviderKey, type FakeUpstream } from '../support/fake-upstreams.js';
 import { startTestApp, type TestApp } from '../support/test-app.js';
 import { createTenant, gatewayFetch, type Tenant } from '../gateway/gateway-support.js';
-import { rebuildRollups, seededUsageEvent } from '../support/usage-rollups.js';
+import { askSummary, rebuildRollups, seededUsageEvent, type SummaryAsk } from '../support/usage-rollups.js';
 
 let kept: TestApp;
 let plain: TestApp;
@@ -58,25 +58,10 @@ afterAll(async () => {
   await upstream?.close();
 });
 
-interface Ask {
-  groupBy: 'model' | 'access';
-  timeZone: string;
-  since: number;
-  until: number;
-  top?: number;
-  offset?: number;
-}
+type Ask = Omit<SummaryAsk, 'granularity'>;
 
-async function summary(t: TestApp, ask: Ask) {
-  const { since, until, ...rest } = ask;
-  const res = await getUsageSummary({
-    client: t.client,
-    path: { workspaceId: tenant.workspaceId },
-    query: { ...rest, granularity: 'day', since: new Date(since).toISOString(), until: new Date(until).toISOString() },
-  });
-  expect(res.response.status, JSON.stringify(res.error)).toBe(200);
-  return res.data!;
-}
+/** The summary by day `t` answers. */
+const summary = (t: TestApp, ask: Ask) => askSummary(t, tenant.workspaceId, { ...ask, granularity: 'day' });
 
 async function exported(t: TestApp, ask: Ask): Promise<string> {
   const query = new URLSearchParams({

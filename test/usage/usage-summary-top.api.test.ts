@@ -11,7 +11,7 @@ import { startOpenAiUpstream, testProviderKey, type FakeUpstream } from '../supp
 import { startTestApp, type TestApp } from '../support/test-app.js';
 import { createTenant, type Tenant } from '../gateway/gateway-support.js';
 import type { UsageBucketDto } from '../../generated/client/types.gen.js';
-import { rebuildRollups } from '../support/usage-rollups.js';
+import { askSummary, rebuildRollups, seededUsageEvent, type SummaryAsk } from '../support/usage-rollups.js';
 
 let t: TestApp;
 let upstream: FakeUpstream;
@@ -34,18 +34,8 @@ beforeAll(async () => {
     n++;
     const access = (n * 7) % ACCESSES.length;
     return {
-      id: newId(),
-      workspace_id: tenant.workspaceId,
-      workspace_access_id: ACCESSES[access]!,
-      quota_period_id: newId(),
-      kind: 'USAGE',
-      units: 1 + ((n * 37) % 900),
-      input_tokens: (n * 13) % 500,
-      cached_input_tokens: 0,
-      output_tokens: (n * 11) % 300,
+      ...seededUsageEvent(tenant.workspaceId, ACCESSES[access]!, MODELS, n, FROM + Math.floor(((n * 7919) % 1200) * ((TO - FROM) / 1200))),
       cost_micros: (access + 1) * (100 + ((n * 53) % 700)),
-      model: MODELS[n % MODELS.length]!,
-      created_at: new Date(FROM + Math.floor(((n * 7919) % 1200) * ((TO - FROM) / 1200))),
     };
   });
   await t.database.db.batchInsert('usage_events', events, 500);
@@ -56,26 +46,9 @@ afterAll(async () => {
   await upstream?.close();
 });
 
-interface Ask {
-  granularity: 'hour' | 'day';
-  groupBy: 'model' | 'access';
-  timeZone: string;
-  since: number;
-  until: number;
-  top?: number;
-  offset?: number;
-}
+type Ask = SummaryAsk;
 
-async function answer(ask: Ask) {
-  const { since, until, ...rest } = ask;
-  const res = await getUsageSummary({
-    client: t.client,
-    path: { workspaceId: tenant.workspaceId },
-    query: { ...rest, since: new Date(since).toISOString(), until: new Date(until).toISOString() },
-  });
-  expect(res.response.status, JSON.stringify(res.error)).toBe(200);
-  return res.data!;
-}
+const answer = (ask: Ask) => askSummary(t, tenant.workspaceId, ask);
 
 const summary = async (ask: Ask) => (await answer(ask)).buckets;
 
