@@ -71,11 +71,21 @@ async function startServer(
   return { child, output: () => output, exited };
 }
 
-const port = () => 20000 + Math.floor(Math.random() * 20000);
+/**
+ * A port free as it is asked for, which the system picked: a random one was, at times, one another test's server had
+ * been given by the system meanwhile.
+ */
+async function port(): Promise<number> {
+  const probe = createNetServer();
+  await new Promise<void>((resolve) => probe.listen(0, '127.0.0.1', resolve));
+  const { port: free } = probe.address() as AddressInfo;
+  await new Promise((resolve) => probe.close(resolve));
+  return free;
+}
 
 describe.runIf(usesPostgres)('npm start and the CLI', () => {
   it('generates a root key on first start, prints it once, and stops cleanly on SIGTERM', async () => {
-    const p = port();
+    const p = await port();
     // A first start on a port another server holds: one line naming the address, exit 1, and no key made or printed.
     const holder = createNetServer();
     await new Promise<void>((r) => holder.listen(p, '127.0.0.1', r));
@@ -175,7 +185,7 @@ describe.runIf(usesPostgres)('npm start and the CLI', () => {
     await new Promise<void>((r) => relay.listen(0, '127.0.0.1', r));
     const relayUrl = new URL(database.url!);
     relayUrl.port = String((relay.address() as AddressInfo).port);
-    const p = port();
+    const p = await port();
     const server = await startServer(p, { DATABASE_URL: relayUrl.toString(), NEXUS_MANAGEMENT_KEY: 'nx-mgmt-relay-test-0123456789abcdef' });
     try {
       expect((await fetch(`http://127.0.0.1:${p}/readyz`)).status).toBe(200);
@@ -217,7 +227,7 @@ describe.runIf(usesPostgres)('npm start and the CLI', () => {
   }, 120_000);
 
   it('with PostgreSQL unreachable at start, it serves /healthz meanwhile and gives up after NEXUS_DATABASE_STARTUP_TIMEOUT_MS with one line', async () => {
-    const p = port();
+    const p = await port();
     const child = spawn(process.execPath, ['dist/server.js'], {
       cwd: projectRoot,
       env: env({ PORT: String(p), DATABASE_URL: 'postgres://postgres@127.0.0.1:1/postgres', NEXUS_DATABASE_STARTUP_TIMEOUT_MS: '5000' }),
@@ -363,7 +373,7 @@ describe('the embedded database', () => {
     const embedded = { DATABASE_URL: '', NEXUS_DATABASE_SCHEMA: '', NEXUS_DATA_DIR: dataDir };
     try {
       // A first start on a taken port: one line, exit 1, the data dir left free, and no key made (the next start makes it).
-      const p = port();
+      const p = await port();
       const holder = createNetServer();
       await new Promise<void>((r) => holder.listen(p, '127.0.0.1', r));
       const taken = await run('dist/server.js', [], { ...embedded, PORT: String(p) });
@@ -391,7 +401,7 @@ describe('the embedded database', () => {
       expect((await run('dist/cli.js', ['management-keys', 'list'], embedded)).code).toBe(0);
       // A server killed (-9) leaves its lock; by the next start its pid may be another live process's (pids repeat
       // after a reboot, and from one start of a container to the next). That process is not the holder: taken over.
-      const crashed = await startServer(port(), embedded);
+      const crashed = await startServer(await port(), embedded);
       crashed.child.kill('SIGKILL');
       await crashed.exited;
       const lock = join(dataDir, 'pgdata', 'nexus.pid');
