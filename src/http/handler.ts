@@ -71,13 +71,13 @@ export const ok = <B>(body: NoInfer<B>): { status: 200; body: B } => ({ status: 
 export const created = <B>(body: NoInfer<B>): { status: 201; body: B } => ({ status: 201, body });
 export const noContent = (): { status: 204; body: undefined } => ({ status: 204, body: undefined });
 /**
- * A text answer streamed from `lines` (an export of any size): each string is written as it comes, with backpressure.
+ * A text answer streamed from `lines` (an export of any size): each string or UTF-8 buffer is written as it comes, with backpressure.
  * Its body is typed as the operation's (a string) but never held: the glue pipes the stream. `ended` is called once
  * the answer is over, written whole or cut (a client gone, a failure half-way), whether or not a line was read.
  */
 export function streamed(
   contentType: string,
-  lines: AsyncIterable<string>,
+  lines: AsyncIterable<string | Buffer>,
   headers: Record<string, string> = {},
   ended?: () => void,
 ): { status: 200; body: never; headers: Record<string, string>; stream: Readable } {

@@ -219,6 +219,11 @@ export async function keptRowsByDay<T>(
 const keyOfPart = <T>(reads: DayReads<T>, part: Part) => `${reads.workspaceId}|${reads.kind}|${part.since}|${part.until}`;
 
 async function* inOrder<T>(reads: DayReads<T>, revision: string, parts: Part[]): AsyncGenerator<readonly T[]> {
+  // The days not yet finished (the last part, never kept) are read at once, while the parts before them are passed on.
+  const last = parts.at(-1);
+  const unfinished = last && !last.keep && parts.length > 1 ? reads.read(new Date(last.since), new Date(last.until)) : undefined;
+  // Its failure is thrown where it is awaited; a reader that stops before it never awaits it.
+  unfinished?.catch(() => undefined);
   for (let i = 0; i < parts.length;) {
     const part = parts[i]!;
     const kept = part.keep ? reads.cache.get<T>(keyOfPart(reads, part), revision) : undefined;
@@ -228,7 +233,7 @@ async function* inOrder<T>(reads: DayReads<T>, revision: string, parts: Part[]):
       continue;
     }
     if (!part.keep) {
-      yield* batchesOf(await reads.read(new Date(part.since), new Date(part.until)));
+      yield* batchesOf(await (part === last && unfinished ? unfinished : reads.read(new Date(part.since), new Date(part.until))));
       i++;
       continue;
     }

@@ -39,15 +39,15 @@ const COUNT_SUMS = new Set([4, 6, 7, 8, 9]);
  * The usage summary's CSV: the header, then a line per bucket, its sums written as the database summed them with the
  * currency after the call counts, in texts of at most `perText` lines (each a size V8 makes and writes cheaply,
  * src/http/handler.ts). A bucket with a negative sum is written cell by cell (its text cells begin with `'`). A page that
- * is a text is lines the database made (by day and user: usage-summary-repo.ts's usageSummarySumBatches), written as
+ * is UTF-8 is lines the database made (by day and user: usage-summary-repo.ts's usageSummarySumBatches), written as
  * it is.
  */
 export async function* usageSumLines(
   header: readonly string[],
-  pages: AsyncIterable<{ start: string; key: string; sums: string }[] | string>,
+  pages: AsyncIterable<{ start: string; key: string; sums: string }[] | Buffer>,
   currency: string,
   perText = 256,
-): AsyncGenerator<string> {
+): AsyncGenerator<string | Buffer> {
   yield csvLine(header);
   const money = cell(currency);
   const lineOf = (row: { start: string; key: string; sums: string }) => {
@@ -60,7 +60,7 @@ export async function* usageSumLines(
     return `${row.start},${cell(row.key)},${row.sums.slice(0, at)},${money},${row.sums.slice(at + 1)}\r\n`;
   };
   for await (const rows of pages) {
-    if (typeof rows === 'string') {
+    if (!Array.isArray(rows)) {
       yield rows;
       continue;
     }
