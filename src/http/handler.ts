@@ -101,21 +101,37 @@ const ITEMS_PER_WRITE = 256;
 export function streamedJson<B, K extends keyof B>(
   head: Omit<B, K>,
   field: K,
-  items: AsyncIterable<B[K] & unknown[]>,
+  items: AsyncIterable<(B[K] & unknown[]) | JsonItems>,
 ): { status: 200; body: never; headers: Record<string, string>; stream: Readable } {
   return streamed('application/json; charset=utf-8', jsonText(head, field, items));
+}
+
+/**
+ * Items already written as JSON (UTF-8): each text the JSON of some items, comma-separated, without the array's
+ * brackets, and never empty; written as they are.
+ */
+export interface JsonItems {
+  jsonItems: readonly Buffer[];
 }
 
 /** streamedJson's text, in the strings it writes: the head, then at most ITEMS_PER_WRITE items each, then the end. */
 export async function* jsonText<B, K extends keyof B>(
   head: Omit<B, K>,
   field: K,
-  items: AsyncIterable<B[K] & unknown[]>,
-): AsyncGenerator<string> {
+  items: AsyncIterable<(B[K] & unknown[]) | JsonItems>,
+): AsyncGenerator<string | Buffer> {
   // The head with the array last and empty, without the "]}" that closes it.
   yield JSON.stringify({ ...head, [field]: [] }).slice(0, -2);
   let separator = '';
   for await (const page of items) {
+    if (!Array.isArray(page)) {
+      for (const text of page.jsonItems) {
+        if (separator) yield separator;
+        yield text;
+        separator = ',';
+      }
+      continue;
+    }
     for (let from = 0; from < page.length; from += ITEMS_PER_WRITE) {
       yield separator + JSON.stringify(page.slice(from, from + ITEMS_PER_WRITE)).slice(1, -1);
       separator = ',';

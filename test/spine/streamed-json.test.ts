@@ -1,13 +1,13 @@
 import { text } from 'node:stream/consumers';
 import { describe, expect, it } from 'vitest';
-import { jsonText, streamedJson } from '../../src/http/handler.js';
+import { jsonText, streamedJson, type JsonItems } from '../../src/http/handler.js';
 
 interface Listing {
   name: string;
   items: { n: number; label: string }[];
 }
 
-async function* pagesOf(...pages: Listing['items'][]): AsyncGenerator<Listing['items']> {
+async function* pagesOf(...pages: (Listing['items'] | JsonItems)[]): AsyncGenerator<Listing['items'] | JsonItems> {
   for (const page of pages) yield page;
 }
 
@@ -25,9 +25,23 @@ describe('a streamed JSON answer', () => {
   it('writes a large page in strings of at most 256 items, never as one', async () => {
     const itemsPerWrite: number[] = [];
     for await (const written of jsonText<Listing, 'items'>({ name: 'n' }, 'items', pages())) {
-      itemsPerWrite.push(written.match(/"n":/g)?.length ?? 0);
+      itemsPerWrite.push(String(written).match(/"n":/g)?.length ?? 0);
     }
     expect(itemsPerWrite).toEqual([0, 256, 256, 88, 1, 256, 0]);
+  });
+
+  it('writes items already made JSON as they are, between and beside pages of items, as one JSON document', async () => {
+    const made = (...runs: Listing['items'][]): JsonItems => ({
+      jsonItems: runs.map((run) => Buffer.from(JSON.stringify(run).slice(1, -1))),
+    });
+    const answer = streamedJson<Listing, 'items'>(
+      { name: 'made' },
+      'items',
+      pagesOf(made(items(0, 3), items(3, 1)), items(4, 2), made(items(6, 300)), [], made(items(306, 1))),
+    );
+    expect(JSON.parse(await text(answer.stream))).toEqual({ name: 'made', items: items(0, 307) });
+    const first = streamedJson<Listing, 'items'>({ name: 'first' }, 'items', pagesOf([], made(items(0, 2))));
+    expect(JSON.parse(await text(first.stream))).toEqual({ name: 'first', items: items(0, 2) });
   });
 
   it('is an empty array when no page has items', async () => {

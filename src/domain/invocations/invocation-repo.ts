@@ -12,7 +12,7 @@ import type { KindColumns, UsageEventRow } from '../quota/quota-types.js';
 import { KIND_COLUMNS } from '../recording/kind-sql.js';
 import type { InvocationBatchRow, InvocationRow, InvocationStatus, InvocationUser } from './invocation-types.js';
 import { UsageDayCache } from './usage-days.js';
-import { timeZones, topUsageSummary, usageHours, usageSummary, usageSummarySumBatches } from './usage-summary-repo.js';
+import { timeZones, topUsageSummary, usageHours, usageSummaryPage, usageSummarySumBatches } from './usage-summary-repo.js';
 
 export type { UsageBucketRow, UsageSumPage } from './usage-summary-repo.js';
 export type { UsageGranularity, UsageGroupBy } from './usage-summary-sql.js';
@@ -305,7 +305,7 @@ export function createInvocationRepo(db: Queryable, dayCacheBytes = 0) {
     exportInvocations,
     listUsageEvents,
     usageHours,
-    usageSummary,
+    usageSummaryPage,
     usageSummarySumBatches,
     topUsageSummary,
     timeZones,

@@ -24,6 +24,7 @@ import type {
   UsageSumPage,
 } from './invocation-repo.js';
 import type { InvocationRow } from './invocation-types.js';
+import type { BucketTexts } from './usage-buckets.js';
 
 /** A summary's range holds at most this many buckets. */
 const MAX_BUCKETS = 1000;
@@ -70,8 +71,8 @@ export interface UsageSummary {
   since: Date;
   until: Date;
   timeZone: string;
-  /** The buckets, oldest first, then by key, a slice of the range at a time. */
-  buckets: AsyncIterable<UsageBucketRow[]>;
+  /** The buckets, oldest first, then by key, a slice of the range at a time (by day, kept days as their JSON). */
+  buckets: AsyncIterable<UsageBucketRow[] | BucketTexts>;
   /** Asked with `top`: how many keys have usage in the range (ranked: the series and the others). */
   keys?: number;
 }
@@ -284,7 +285,7 @@ async function usageSummary(deps: InvocationDeps, actor: Actor, request: UsageSu
     return {
       ...head,
       buckets: await readSlices(asRead, since.getTime(), until.getTime(), sliceBuckets(request, since, until), SLICES_AT_ONCE, (range) =>
-        deps.invocationRepo.usageSummary(range),
+        deps.invocationRepo.usageSummaryPage(range),
       ),
     };
   }

@@ -85,7 +85,7 @@ export function startsAsIso(): (seconds: string) => string {
 }
 
 /** The buckets of rows that come by start: each start written as an ISO string in UTC once, each row's sums split. */
-export function toBuckets(rows: SummedRow[]): UsageBucketRow[] {
+export function toBuckets(rows: readonly SummedRow[]): UsageBucketRow[] {
   const isoOf = startsAsIso();
   return rows.map((row) => {
     const sums = row.sums.split(',') as DecimalSum[];
@@ -110,6 +110,30 @@ export function toBuckets(rows: SummedRow[]): UsageBucketRow[] {
     if (row.key === null) bucket.other = true;
     return bucket;
   });
+}
+
+/**
+ * Buckets already written as the API writes them: each text the JSON of a day's buckets, comma-separated, without the
+ * array's brackets (UTF-8). A day a usage summary keeps is kept so (usage-summary-repo.ts's usageSummaryPage), and
+ * written as it is: making and writing each bucket's JSON again cost an answer of 62,000 buckets most of its CPU.
+ */
+export interface BucketTexts {
+  jsonItems: readonly Buffer[];
+}
+
+/** A day's buckets as the API writes them: the day's start (epoch seconds, as its rows give it) and their JSON. */
+export type DayJson = readonly [string, Buffer];
+
+/** Rows that come by start, as the JSON of each start's buckets (BucketTexts). */
+export function jsonByStart(rows: readonly SummedRow[]): DayJson[] {
+  const days: DayJson[] = [];
+  for (let from = 0; from < rows.length;) {
+    let to = from + 1;
+    while (to < rows.length && rows[to]!.start === rows[from]!.start) to++;
+    days.push([rows[from]!.start, Buffer.from(JSON.stringify(toBuckets(rows.slice(from, to))).slice(1, -1))]);
+    from = to;
+  }
+  return days;
 }
 
 /**

@@ -164,8 +164,11 @@ export interface DayReads<T> {
   /** What the rows are of, beside the workspace and the day: the zones, the grouping, what is read. */
   kind: string;
   timeZone: string;
-  /** The rows of [since, until), ordered by their bucket's start, in batches as they come. */
-  read: (since: Date, until: Date) => Promise<AsyncIterable<readonly T[]> | readonly T[]>;
+  /**
+   * The rows of [since, until), ordered by their bucket's start, in batches as they come; `finished`: its days are
+   * finished (kept once read), else they are read each time.
+   */
+  read: (since: Date, until: Date, finished: boolean) => Promise<AsyncIterable<readonly T[]> | readonly T[]>;
   /** The start of the bucket a row is of (ms): the hour its day begins at or before. */
   startOf: (row: T) => number;
   /** About how many bytes a row holds. */
@@ -221,7 +224,7 @@ const keyOfPart = <T>(reads: DayReads<T>, part: Part) => `${reads.workspaceId}|$
 async function* inOrder<T>(reads: DayReads<T>, revision: string, parts: Part[]): AsyncGenerator<readonly T[]> {
   // The days not yet finished (the last part, never kept) are read at once, while the parts before them are passed on.
   const last = parts.at(-1);
-  const unfinished = last && !last.keep && parts.length > 1 ? reads.read(new Date(last.since), new Date(last.until)) : undefined;
+  const unfinished = last && !last.keep && parts.length > 1 ? reads.read(new Date(last.since), new Date(last.until), false) : undefined;
   // Its failure is thrown where it is awaited; a reader that stops before it never awaits it.
   unfinished?.catch(() => undefined);
   for (let i = 0; i < parts.length;) {
@@ -233,7 +236,7 @@ async function* inOrder<T>(reads: DayReads<T>, revision: string, parts: Part[]):
       continue;
     }
     if (!part.keep) {
-      yield* batchesOf(await (part === last && unfinished ? unfinished : reads.read(new Date(part.since), new Date(part.until))));
+      yield* batchesOf(await (part === last && unfinished ? unfinished : reads.read(new Date(part.since), new Date(part.until), false)));
       i++;
       continue;
     }
@@ -241,7 +244,7 @@ async function* inOrder<T>(reads: DayReads<T>, revision: string, parts: Part[]):
     let j = i + 1;
     while (j < parts.length && parts[j]!.keep && !reads.cache.get(keyOfPart(reads, parts[j]!), revision)) j++;
     const days = parts.slice(i, j);
-    yield* keepDays(reads, revision, days, await reads.read(new Date(days[0]!.since), new Date(days.at(-1)!.until)));
+    yield* keepDays(reads, revision, days, await reads.read(new Date(days[0]!.since), new Date(days.at(-1)!.until), true));
     i = j;
   }
 }

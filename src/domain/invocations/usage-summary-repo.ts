@@ -9,7 +9,17 @@ import { rowBatches } from '../../db/row-batches.js';
 import { mergeAdjacent, mergeLines, repeatsKey } from './adjacent-sums.js';
 import type { InvocationRepoDeps } from './invocation-repo.js';
 import { ROLLUP_SUMS } from '../recording/rollup-sql.js';
-import { byKeyWithinHour, startsAsIso, toBuckets, type SummedRow, type UsageBucketRow, type UsageSumRow } from './usage-buckets.js';
+import {
+  byKeyWithinHour,
+  jsonByStart,
+  startsAsIso,
+  toBuckets,
+  type BucketTexts,
+  type DayJson,
+  type SummedRow,
+  type UsageBucketRow,
+  type UsageSumRow,
+} from './usage-buckets.js';
 import { allRowsByDay, hourOfStart, keptRowsByDay, rowsByDay, type DayReads } from './usage-days.js';
 import {
   bucketColumns,
@@ -89,6 +99,25 @@ export async function usageSummary(deps: InvocationRepoDeps, query: UsageSummary
 }
 
 /**
+ * usageSummary's buckets, or by day where the process keeps days, their JSON a day at a time (BucketTexts): each
+ * finished day's kept as it is written, made from its rows as kept (which top summaries read: they are read and kept
+ * where they are not), and the other days' made from their rows as they are read.
+ */
+export async function usageSummaryPage(deps: InvocationRepoDeps, query: UsageSummaryQuery): Promise<UsageBucketRow[] | BucketTexts> {
+  const rows = dayReads(deps, query, deps.db);
+  if (!rows) return usageSummary(deps, query);
+  const json: DayReads<DayJson> = {
+    ...rows,
+    kind: `json|${rows.kind}`,
+    read: async (since, until, finished) =>
+      jsonByStart(finished ? await allRowsByDay(rows, since.getTime(), until.getTime()) : await rows.read(since, until)),
+    startOf: ([start]) => hourOfStart(start),
+    sizeOf: ([, text]) => ROW_BYTES + text.length,
+  };
+  return { jsonItems: (await allRowsByDay(json, query.since.getTime(), query.until.getTime())).map(([, text]) => text) };
+}
+
+/**
  * Whether a part of a summary by day in another zone than the workspace's is better read from its hours alone: one
  * of two days at most (today's, a range's first) holds no whole day of the workspace's, and the statement that reads
  * whole days (otherZoneDaysSql) scanned every hourly row of the workspace to find none (23 ms at 69,000 rows).
@@ -102,11 +131,20 @@ const aDayOrTwo = ({ since, until }: { since: Date; until: Date }) => until.getT
 /** About what a summary's row holds beside its key and sums: the object, its start, its strings' headers. */
 const ROW_BYTES = 96;
 
+/** A summary's rows by day: read whole (summedRows). */
+interface RowReads extends DayReads<SummedRow> {
+  read: (since: Date, until: Date) => Promise<SummedRow[]>;
+}
+
 /**
  * How a summary by day is read and its finished days kept (usage-days.ts), the rows of a day per zone, workspace
  * zone and grouping; undefined by hour, or where the process keeps no day.
  */
-function dayReads({ days }: InvocationRepoDeps, query: UsageSummaryQuery, q: Queryable): DayReads<SummedRow> | undefined {
+function dayReads(
+  { days }: InvocationRepoDeps,
+  query: UsageSummaryQuery,
+  q: Queryable,
+): RowReads | undefined {
   if (query.granularity !== 'day' || !days.enabled) return undefined;
   return {
     cache: days,
