@@ -7,8 +7,8 @@
  * rollups (hourly and daily) computed by the recording statements' SQL. A Nexus listens on it in this process, and each page the console
  * asks for (the first page, a search by request id, by email, by external id, a model prefix common and rare, a
  * user's refused calls, an invocation's detail; the usage page's summaries this month by model and by user, the last
- * 30 days (a month at its end: every seeded day) by user and by model, the last 24 hours by hour, the CSVs; the
- * connection's health, and the health of a route's targets) is asked through HTTP
+ * 30 days (a month at its end: every seeded day) by user (every user, and the top 9) and by model, the last 24 hours
+ * by hour, the CSVs; the connection's health, and the health of a route's targets) is asked through HTTP
  * BENCH_CONSOLE_RUNS times (default 30, after 3 to warm up), in rounds of every page in turn; it prints p50, p95 and p99
  * (until the answer's last byte), and beside them each page's first answer (the first warm-up's: the process had read
  * none of its days, usage-days.ts). By user, the console asks for its chart's 9 largest users and "Other" (`top`),
@@ -372,6 +372,8 @@ await withFreshNexus(
       ['usage: by user, users 10-18 + other', summary('month', 'day', 'access', '', { top: '9', offset: '9' })],
       // The same at a month's end, when "this month" holds every seeded day.
       ['usage: last 30 days by user, top 9 + other', summary('30d', 'day', 'access', '', { top: '9' })],
+      // Every user's every day at a month's end (62,000 buckets), whatever the day of the month.
+      ['usage: last 30 days by user, by day', summary('30d', 'day', 'access')],
       ['usage: last 30 days by model, by day', summary('30d', 'day', 'model')],
       ['usage: last 24 hours by model, by hour', summary('24h', 'hour', 'model')],
       ['usage: this month by user, CSV', summary('month', 'day', 'access', '/export')],
