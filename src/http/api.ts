@@ -18,6 +18,7 @@ import type { Handler, HandlerMap, HandlerResult } from './handler.js';
 import { writeError } from '../web/error-response.js';
 import type { RequestLocals } from '../web/locals.js';
 import type { PublicUrl } from './public-url.js';
+import { compileRoutes } from './route-table.js';
 import type { AdminAuthentication, AdminPrincipal } from './session-auth.js';
 import { isDateTime, validationError } from './validation.js';
 import { canonicalUuids, type UuidSchema } from './wire.js';
@@ -340,6 +341,7 @@ export function createApi(deps: ApiDeps) {
     async init() {
       const contract = JSON.stringify(deps.definition);
       await api.init();
+      compileRoutes(api.router);
       // Shared by the apps of a process on the same contract: each operation's validators are compiled on its
       // first request (quick mode) into this one table, whichever app served it.
       const shared = compiledValidators.get(contract);
