@@ -71,9 +71,10 @@ export const ok = <B>(body: NoInfer<B>): { status: 200; body: B } => ({ status: 
 export const created = <B>(body: NoInfer<B>): { status: 201; body: B } => ({ status: 201, body });
 export const noContent = (): { status: 204; body: undefined } => ({ status: 204, body: undefined });
 /**
- * A text answer streamed from `lines` (an export of any size): each string or UTF-8 buffer is written as it comes, with backpressure.
- * Its body is typed as the operation's (a string) but never held: the glue pipes the stream. `ended` is called once
- * the answer is over, written whole or cut (a client gone, a failure half-way), whether or not a line was read.
+ * A text answer streamed from `lines` (an export of any size): each string, or UTF-8 text kept as a Buffer, is written
+ * as it comes, with backpressure. Its body is typed as the operation's (a string) but never held: the glue pipes the
+ * stream. `ended` is called once the answer is over, written whole or cut (a client gone, a failure half-way),
+ * whether or not a line was read.
  */
 export function streamed(
   contentType: string,
@@ -114,7 +115,10 @@ export interface JsonItems {
   jsonItems: readonly Buffer[];
 }
 
-/** streamedJson's text, in the strings it writes: the head, then at most ITEMS_PER_WRITE items each, then the end. */
+/**
+ * streamedJson's text, in the strings it writes: the head, then at most ITEMS_PER_WRITE items each (items already
+ * JSON as they are), then the end.
+ */
 export async function* jsonText<B, K extends keyof B>(
   head: Omit<B, K>,
   field: K,

@@ -35,7 +35,15 @@ describe('the routes compiled once', () => {
       `${path.replaceAll(/\{[^}]+\}/g, 'a')}?limit=5`,
       `${path.replaceAll(/\{[^}]+\}/g, 'a')}/more`,
     ]);
-    paths.push('/', '', '/admin/v1', '/admin/v1/nothing', 'admin/v1/workspaces', '/admin/v1/workspaces//usage-summary', '/admin/v1/workspaces/a%2Fb');
+    paths.push(
+      '/',
+      '',
+      '/admin/v1',
+      '/admin/v1/nothing',
+      'admin/v1/workspaces',
+      '/admin/v1/workspaces//usage-summary',
+      '/admin/v1/workspaces/a%2Fb',
+    );
     let asked = 0;
     for (const path of paths) {
       for (const method of METHODS) {
@@ -67,7 +75,16 @@ describe('the routes compiled once', () => {
     const [plain, fast] = [new OpenAPIBackend({ definition: overlapping }), new OpenAPIBackend({ definition: overlapping })];
     await Promise.all([plain.init(), fast.init()]);
     compileRoutes(fast.router);
-    const paths = ['/items/special', '/items/1', '/items/1/parts', '/things/1', '/things/1/parts', '/items/1.json', '/items/1xjson', '/items'];
+    const paths = [
+      '/items/special',
+      '/items/1',
+      '/items/1/parts',
+      '/things/1',
+      '/things/1/parts',
+      '/items/1.json',
+      '/items/1xjson',
+      '/items',
+    ];
     const seen = new Set<string>();
     for (const path of paths) {
       for (const method of ['get', 'post', 'put', 'delete', 'patch']) {

@@ -90,18 +90,17 @@ export async function usageHours(
  * disk) or sort the whole range first; it is told not to, in the statement's own transaction: no hashing, no
  * parallel sort, and the rollup's pages read in index order cost about what they cost read in turn (they are in
  * memory). Hours by key come by access within an hour, and are put in the order of their keys here
- * (byKeyWithinHour). A month of hours is read by a few queries at once (the service's slices). By day, the finished
- * days the process keeps are taken as they are, and only the others read (dayReads, usage-days.ts).
+ * (byKeyWithinHour). A month of hours is read by a few queries at once (the service's slices). By day, where the
+ * process keeps days, usageSummaryPage reads only the days it does not keep.
  */
-export async function usageSummary(deps: InvocationRepoDeps, query: UsageSummaryQuery, q: Queryable = deps.db): Promise<UsageBucketRow[]> {
-  const days = dayReads(deps, query, q);
-  return toBuckets(days ? await allRowsByDay(days, query.since.getTime(), query.until.getTime()) : await summedRows(q, query));
+export async function usageSummary(deps: InvocationRepoDeps, query: UsageSummaryQuery): Promise<UsageBucketRow[]> {
+  return toBuckets(await summedRows(deps.db, query));
 }
 
 /**
  * usageSummary's buckets, or by day where the process keeps days, their JSON a day at a time (BucketTexts): each
  * finished day's kept as it is written, made from its rows as kept (which top summaries read: they are read and kept
- * where they are not), and the other days' made from their rows as they are read.
+ * where they are not), and the other days' made from their rows as they are read (dayReads, usage-days.ts).
  */
 export async function usageSummaryPage(deps: InvocationRepoDeps, query: UsageSummaryQuery): Promise<UsageBucketRow[] | BucketTexts> {
   const rows = dayReads(deps, query, deps.db);
@@ -140,11 +139,7 @@ interface RowReads extends DayReads<SummedRow> {
  * How a summary by day is read and its finished days kept (usage-days.ts), the rows of a day per zone, workspace
  * zone and grouping; undefined by hour, or where the process keeps no day.
  */
-function dayReads(
-  { days }: InvocationRepoDeps,
-  query: UsageSummaryQuery,
-  q: Queryable,
-): RowReads | undefined {
+function dayReads({ days }: InvocationRepoDeps, query: UsageSummaryQuery, q: Queryable): RowReads | undefined {
   if (query.granularity !== 'day' || !days.enabled) return undefined;
   return {
     cache: days,
