@@ -179,7 +179,7 @@ describe('an export of buckets with negative sums (refunds), by day and user', (
       const buckets = await usageSummary(deps, asked);
       expect(buckets.some((b) => b.units.startsWith('-'))).toBe(true);
       let text = '';
-      for await (const lines of usageSumLines([], await usageSummarySumBatches(deps, asked, 7, 'USD'), 'USD')) text += lines;
+      for await (const lines of usageSumLines([], await usageSummarySumBatches(deps, asked, 7, 'USD'), 'USD')) text += lines.toString();
       expect(text.slice(2)).toBe(buckets.map((b) => line(b as unknown as Bucket)).join(''));
       expect(text).toMatch(/,'-[0-9]+,/);
     });
