@@ -124,16 +124,19 @@ export interface BucketTexts {
 /** A day's buckets as the API writes them: the day's start (epoch seconds, as its rows give it) and their JSON. */
 export type DayJson = readonly [string, Buffer];
 
-/** Rows that come by start, as the JSON of each start's buckets (BucketTexts). */
-export function jsonByStart(rows: readonly SummedRow[]): DayJson[] {
-  const days: DayJson[] = [];
+/** Rows that come by start, the rows of each start in turn. */
+function* runsByStart(rows: readonly SummedRow[]): Generator<SummedRow[]> {
   for (let from = 0; from < rows.length;) {
     let to = from + 1;
     while (to < rows.length && rows[to]!.start === rows[from]!.start) to++;
-    days.push([rows[from]!.start, Buffer.from(JSON.stringify(toBuckets(rows.slice(from, to))).slice(1, -1))]);
+    yield rows.slice(from, to);
     from = to;
   }
-  return days;
+}
+
+/** Rows that come by start, as the JSON of each start's buckets (BucketTexts). */
+export function jsonByStart(rows: readonly SummedRow[]): DayJson[] {
+  return [...runsByStart(rows)].map((run): DayJson => [run[0]!.start, Buffer.from(JSON.stringify(toBuckets(run)).slice(1, -1))]);
 }
 
 /**
@@ -144,10 +147,8 @@ export function jsonByStart(rows: readonly SummedRow[]): DayJson[] {
  */
 export function byKeyWithinHour(rows: SummedRow[]): SummedRow[] {
   const out: SummedRow[] = [];
-  for (let from = 0; from < rows.length;) {
-    let to = from + 1;
-    while (to < rows.length && rows[to]!.start === rows[from]!.start) to++;
-    for (const row of rows.slice(from, to).sort((a, b) => (a.key! < b.key! ? -1 : a.key! > b.key! ? 1 : 0))) {
+  for (const hour of runsByStart(rows)) {
+    for (const row of hour.sort((a, b) => (a.key! < b.key! ? -1 : a.key! > b.key! ? 1 : 0))) {
       const last = out.at(-1);
       if (last?.start === row.start && last.key === row.key) {
         const more = row.sums.split(',');
@@ -160,7 +161,6 @@ export function byKeyWithinHour(rows: SummedRow[]): SummedRow[] {
         };
       } else out.push(row);
     }
-    from = to;
   }
   return out;
 }
