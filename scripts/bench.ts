@@ -9,8 +9,9 @@
  * then measures the floor and Nexus in turn, BENCH_ROUNDS rounds (default 10), their order reversed every other round
  * (the host's noise drifts; the one measured second tends to come out slower). Per target, JSON then streamed:
  *   1. a warm-up at saturation (BENCH_WARMUP s, default 1);
- *   2. BENCH_RATE requests/s offered (default 800, below what every target answers; 0 skips it) for
- *      BENCH_RATE_DURATION s (default 5): the CPU per call of the proxy's process (all its threads, from
+ *   2. BENCH_RATE requests/s offered (default 800, below what every target answers; 0 skips it), evenly paced
+ *      (scripts/bench/paced.ts; BENCH_PACING=bursts: autocannon's overallRate, which sends each second's share at its
+ *      start), for BENCH_RATE_DURATION s (default 5): the CPU per call of the proxy's process (all its threads, from
  *      /proc/<pid>/task/<tid>/schedstat; and the user-space part: JavaScript, the HTTP parsers, V8's GC; the rest is
  *      the kernel's socket work), of the PostgreSQL backends serving it, and its RSS at the phase's end. Each process
  *      does the same work whatever the others' speed, so this is the figure to compare builds by;

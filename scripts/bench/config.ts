@@ -21,6 +21,11 @@ for (const build of BUILDS)
     throw new Error(`BENCH_NEXUS: unknown build '${build}' (compiled, tsx, checkout=<dir>)`);
 /** Requests per second offered in the fixed-rate phase (autocannon's overallRate), below what every target answers; 0: no such phase. */
 export const RATE = Number(process.env.BENCH_RATE ?? 800);
+/**
+ * How the fixed-rate phase offers BENCH_RATE: 'even' (the default), each request at its own time (scripts/bench/paced.ts);
+ * 'bursts' (BENCH_PACING=bursts), autocannon's overallRate, each connection's share of a second sent at its start.
+ */
+export const PACING = process.env.BENCH_PACING === 'bursts' ? 'bursts' : 'even';
 /** BENCH_TOGETHER=1: the Nexus builds under load at the same time (measureTogether). */
 export const TOGETHER = process.env.BENCH_TOGETHER === '1';
 export const FEATURES = process.env.BENCH_FEATURES === '1';

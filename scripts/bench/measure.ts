@@ -9,7 +9,8 @@ import { request } from 'undici';
 import { benchRequestBody } from '../lib/bench-request.js';
 import { cpuNanosOf, cpuTimeOf, rssMbOf } from '../lib/proc-cpu.js';
 import { addStatements, statementsNow } from './pg-statements.js';
-import { CONNECTIONS, DURATION, LIGHT_DURATION, RATE, RATE_DURATION, WARMUP } from './config.js';
+import { CONNECTIONS, DURATION, LIGHT_DURATION, PACING, RATE, RATE_DURATION, WARMUP } from './config.js';
+import { paced } from './paced.js';
 
 /** One target's figures in one round, for one mode (JSON or a stream). */
 export interface Row {
@@ -101,7 +102,12 @@ async function backendsOf(admin: pg.Client, role: string | undefined): Promise<n
   return rows.map((r) => r.pid);
 }
 
+/** Load for `duration` s: at `rate` requests/s offered (paced.ts), or at saturation over `connections` (autocannon). */
 async function cannon(t: Target, body: string, connections: number, duration: number, rate?: number) {
+  if (rate && PACING === 'even') {
+    const load = await paced(t.url, body, { 'content-type': 'application/json', ...t.headers }, t.keys ?? [], connections, duration, rate);
+    return { rps: load.calls / duration, ...load };
+  }
   let next = 0;
   const keys = t.keys ?? [];
   const requests = keys.length

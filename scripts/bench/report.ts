@@ -9,6 +9,7 @@ import {
   DURATION,
   FEATURED,
   LIGHT_DURATION,
+  PACING,
   RATE,
   RATE_DURATION,
   ROUNDS,
@@ -80,7 +81,9 @@ function printHeader(): void {
   );
   console.log(
     `${ROUNDS} round(s), the targets measured in turn in each, their order reversed every other round. Per target and mode: ${WARMUP} s warm-up; ` +
-      (RATE ? `${RATE_DURATION} s at ${RATE} req/s offered (CPU per call, RSS at its end); ` : '') +
+      (RATE
+        ? `${RATE_DURATION} s at ${RATE} req/s offered, ${PACING === 'even' ? 'evenly paced' : "in bursts (autocannon's overallRate)"} (CPU per call, RSS at its end); `
+        : '') +
       `${DURATION} s at saturation, ${CONNECTIONS} connections (req/s, latency under load in whole ms); ` +
       (TOGETHER ? '' : `${LIGHT_DURATION} s one request at a time (latency and TTFB in ms). `) +
       `Nexus calls spread over ${USERS} users. Each figure: the median of the rounds [its interquartile range: first quartile, third].`,
