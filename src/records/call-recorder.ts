@@ -4,12 +4,17 @@
  * by call-repo.ts from the rows' JSON made when the call ended. Calls that end
  * within a window of each other, or while a write is in flight, are written
  * together by the next statement (group commit): one statement per batch,
- * however busy the gateway. The window adapts to the rate: it closes after
- * GROUP_WINDOW_MS when no other call ended meanwhile (a quiet gateway's record
- * follows its call within milliseconds), and stays open a slice more while each
- * slice brings calls, up to MAX_WINDOW_MS or FLUSH_AT calls (a busy gateway's
- * statement carries tens of calls: its fixed cost, most of what a statement
- * costs PostgreSQL, is shared by more of them). `written` tells the lease when its calls'
+ * however busy the gateway. The window counts from the first call of its batch
+ * and adapts to the rate: it closes GROUP_WINDOW_MS after that call when no
+ * other call ended meanwhile (a quiet gateway's record follows its call within
+ * milliseconds), and stays open a slice more while each slice brings calls, up
+ * to MAX_WINDOW_MS or FLUSH_AT calls (a busy gateway's statement carries tens of
+ * calls: its fixed cost, most of what a statement costs PostgreSQL, is shared by
+ * more of them). The calls that end while a statement runs gather in the next
+ * window, counted from the first of them: once the statement is done they are
+ * written at once if that one has waited a slice out, else when it has (not at
+ * once whatever their number: at an even rate that left each statement a call
+ * or two, its fixed cost paid again for each). `written` tells the lease when its calls'
  * records are safe (in the database, or in the spool). Also the key's
  * lastRequestAt, at most once a minute per key.
  *
@@ -135,6 +140,8 @@ export class CallRecorder {
   private readonly claimTimer: NodeJS.Timeout | undefined;
   private readonly maxWindowMs: number;
   private readonly flushAt: number;
+  /** When the first of the calls waiting was queued (Date.now()): their window counts from it. */
+  private firstQueuedAt = 0;
 
   constructor(private readonly deps: CallRecorderDeps) {
     this.maxWindowMs = deps.window?.maxMs ?? MAX_WINDOW_MS;
@@ -148,6 +155,7 @@ export class CallRecorder {
   }
 
   record(record: CallRecord, now: Date): void {
+    if (!this.queue.length) this.firstQueuedAt = Date.now();
     this.queue.push(record);
     if (this.queue.length >= this.flushAt) this.closeWindow?.();
     this.schedule();
@@ -303,27 +311,35 @@ export class CallRecorder {
     this.written([record]);
   }
 
+  /**
+   * Writes the calls waiting, a statement per MAX_BATCH; those that ended meanwhile follow at once only while
+   * FLUSH_AT of them wait, else they are left to their window (schedule(), once this write is done).
+   */
   private async flush(): Promise<void> {
     const { queue } = this;
     while (queue.length && !this.outage) {
-      const batch = queue.splice(0, MAX_BATCH);
-      try {
-        await this.deps.repo.record(batch);
-      } catch (err) {
-        if (isDatabaseUnavailable(err)) {
-          queue.unshift(...batch);
-          this.enterOutage(err);
-          return;
-        }
-        // One bad record must not hold the others back: each is retried on its own.
-        this.deps.events?.failure('refused');
-        await Promise.all(batch.map((record) => this.writeAlone(record)));
-        continue;
-      }
-      this.deps.events?.batch(batch.length);
-      this.written(batch);
+      await this.write(queue.splice(0, MAX_BATCH));
+      if (queue.length < this.flushAt) break;
     }
     if (!this.outage) await this.flushLogs();
+  }
+
+  private async write(batch: CallRecord[]): Promise<void> {
+    try {
+      await this.deps.repo.record(batch);
+    } catch (err) {
+      if (isDatabaseUnavailable(err)) {
+        this.queue.unshift(...batch);
+        this.enterOutage(err);
+        return;
+      }
+      // One bad record must not hold the others back: each is retried on its own.
+      this.deps.events?.failure('refused');
+      await Promise.all(batch.map((record) => this.writeAlone(record)));
+      return;
+    }
+    this.deps.events?.batch(batch.length);
+    this.written(batch);
   }
 
   /** The request logs waiting, their entries made and sealed now, a statement per MAX_LOG_BATCH; a failed one is dropped. */
@@ -363,12 +379,15 @@ export class CallRecorder {
   }
 
   /**
-   * The group commit's window: a slice of GROUP_WINDOW_MS, then another while the last brought a call, until
-   * MAX_WINDOW_MS in all; FLUSH_AT calls waiting close it at once (record()).
+   * The group commit's window, counted from the first call waiting: a slice of GROUP_WINDOW_MS after it, then
+   * another while the last brought a call, until MAX_WINDOW_MS after it; FLUSH_AT calls waiting close it at once
+   * (record()). Calls that waited a slice out behind a statement are written at once.
    */
   private gather(): Promise<void> {
+    const open = () => Date.now() - this.firstQueuedAt;
+    const first = GROUP_WINDOW_MS - open();
+    if (first <= 0) return Promise.resolve();
     return new Promise<void>((resolve) => {
-      let slices = 0;
       let seen = this.queue.length;
       let timer: NodeJS.Timeout;
       const close = () => {
@@ -378,12 +397,12 @@ export class CallRecorder {
       };
       const slice = () => {
         const waiting = this.queue.length;
-        if (waiting === seen || ++slices * GROUP_WINDOW_MS >= this.maxWindowMs) return close();
+        if (waiting === seen || open() >= this.maxWindowMs) return close();
         seen = waiting;
         timer = setTimeout(slice, GROUP_WINDOW_MS);
       };
       this.closeWindow = close;
-      timer = setTimeout(slice, GROUP_WINDOW_MS);
+      timer = setTimeout(slice, Math.min(first, GROUP_WINDOW_MS));
     });
   }
 
