@@ -5,7 +5,8 @@
  * /proc before and after each part's statements:
  *   - the record statement (src/domain/recording/record-sql.ts) of batches of 1, 5, 20 and 50 calls, three ways: as
  *     Nexus sends it, without the day rollups, without any rollup; the fixed cost of a statement and the cost of each
- *     call in it come from the line through the batch sizes' figures (least squares);
+ *     call in it come from the line through the batch sizes' figures (least squares); and each way with no call at
+ *     all, which writes nothing and commits nothing: what the executor's set-up of its plan costs at every run;
  *   - a process's heartbeat over BENCH_PG_PARTS_USERS leases, no call under way (what a heartbeat or a snapshot costs
  *     beyond its calls' rows);
  *   - a lease's extension (quotaRepo.extendLease), as the gateway sends it (a named statement) and as it goes behind a
@@ -204,8 +205,10 @@ await withFreshNexus(
             ...path,
             'key lookup': () => auth.lookup(hashes[turn++ % hashes.length]!.key_hash, tenant.connectionId, new Date()),
           };
-      for (const way of TIMED_WAYS)
+      for (const way of TIMED_WAYS) {
         for (const n of SIZES) parts[`record ${way}, ${n}`] = () => record(way, batchOf(tenant, leases, planId, n));
+        parts[`record ${way}, no call (its plan's set-up)`] = () => record(way, []);
+      }
       if (base)
         for (const n of SIZES)
           parts[`record base, ${n}`] = () => {
