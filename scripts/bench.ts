@@ -10,7 +10,7 @@
  * (the host's noise drifts; the one measured second tends to come out slower). Per target, JSON then streamed:
  *   1. a warm-up at saturation (BENCH_WARMUP s, default 1);
  *   2. BENCH_RATE requests/s offered (default 800, below what every target answers; 0 skips it), evenly paced
- *      (scripts/bench/paced.ts; BENCH_PACING=bursts: autocannon's overallRate, which sends each second's share at its
+ *      (openLoop, scripts/lib/scale-load.ts; BENCH_PACING=bursts: autocannon's overallRate, which sends each second's share at its
  *      start), for BENCH_RATE_DURATION s (default 5): the CPU per call of the proxy's process (all its threads, from
  *      /proc/<pid>/task/<tid>/schedstat; and the user-space part: JavaScript, the HTTP parsers, V8's GC; the rest is
  *      the kernel's socket work), of the PostgreSQL backends serving it, and its RSS at the phase's end. Each process

@@ -19,10 +19,10 @@ export const BUILDS = (process.env.BENCH_NEXUS ?? 'compiled').split(';').map((b)
 for (const build of BUILDS)
   if (build !== 'compiled' && build !== 'tsx' && !build.startsWith('checkout='))
     throw new Error(`BENCH_NEXUS: unknown build '${build}' (compiled, tsx, checkout=<dir>)`);
-/** Requests per second offered in the fixed-rate phase (autocannon's overallRate), below what every target answers; 0: no such phase. */
+/** Requests per second offered in the fixed-rate phase (as PACING says), below what every target answers; 0: no such phase. */
 export const RATE = Number(process.env.BENCH_RATE ?? 800);
 /**
- * How the fixed-rate phase offers BENCH_RATE: 'even' (the default), each request at its own time (scripts/bench/paced.ts);
+ * How the fixed-rate phase offers BENCH_RATE: 'even' (the default), each request at its own time (openLoop, scripts/lib/scale-load.ts);
  * 'bursts' (BENCH_PACING=bursts), autocannon's overallRate, each connection's share of a second sent at its start.
  */
 export const PACING = process.env.BENCH_PACING === 'bursts' ? 'bursts' : 'even';

@@ -5,12 +5,12 @@
  */
 import autocannon from 'autocannon';
 import type pg from 'pg';
-import { request } from 'undici';
+import { Pool, request } from 'undici';
 import { benchRequestBody } from '../lib/bench-request.js';
 import { cpuNanosOf, cpuTimeOf, rssMbOf } from '../lib/proc-cpu.js';
 import { addStatements, statementsNow } from './pg-statements.js';
 import { CONNECTIONS, DURATION, LIGHT_DURATION, PACING, RATE, RATE_DURATION, WARMUP } from './config.js';
-import { paced } from './paced.js';
+import { openLoop } from '../lib/scale-load.js';
 
 /** One target's figures in one round, for one mode (JSON or a stream). */
 export interface Row {
@@ -102,11 +102,23 @@ async function backendsOf(admin: pg.Client, role: string | undefined): Promise<n
   return rows.map((r) => r.pid);
 }
 
-/** Load for `duration` s: at `rate` requests/s offered (paced.ts), or at saturation over `connections` (autocannon). */
+/**
+ * Load for `duration` s: at `rate` requests/s offered, evenly paced over a pool of `connections` (openLoop: each request
+ * sent when it is due, whatever the answers do); or in autocannon's way (its overallRate with BENCH_PACING=bursts, or
+ * at saturation without a rate). autocannon's overallRate does not pace: each connection sends its share of the second
+ * as fast as its answers come, from the start of each second, then waits, so at 800 requests/s over 32 connections a
+ * target works at saturation for a fifth of each second and idles the rest, and its CPU per call is that of bursts.
+ */
 async function cannon(t: Target, body: string, connections: number, duration: number, rate?: number) {
   if (rate && PACING === 'even') {
-    const load = await paced(t.url, body, { 'content-type': 'application/json', ...t.headers }, t.keys ?? [], connections, duration, rate);
-    return { rps: load.calls / duration, ...load };
+    const url = new URL(t.url);
+    const pool = new Pool(url.origin, { connections, pipelining: 1, keepAliveTimeout: 60_000 });
+    try {
+      const load = await openLoop(pool, url.pathname + url.search, t.keys ?? [], rate, duration, body, t.headers);
+      return { rps: load.calls / duration, calls: load.calls, p50: load.p50, p99: load.p99, errors: load.non2xx };
+    } finally {
+      await pool.close();
+    }
   }
   let next = 0;
   const keys = t.keys ?? [];

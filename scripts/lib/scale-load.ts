@@ -1,6 +1,7 @@
 /**
  * The load bench:scale (scale.ts) offers a Nexus, a chat call with a small answer sent closed loop by autocannon or
- * open loop at a fixed rate, and what it reads back: the quartiles of its rounds, the process's heap.
+ * open loop at a fixed rate, and what it reads back: the quartiles of its rounds, the process's heap. `npm run bench`'s
+ * fixed-rate phase is the same open loop (scripts/bench/measure.ts).
  */
 import type autocannon from 'autocannon';
 import type { Pool } from 'undici';
@@ -30,10 +31,19 @@ export function load(url: string, apiKeys: string[], connections: number) {
 
 /**
  * Open loop: `rate` calls a second for `seconds`, each sent when it is due whatever the answers before it
- * took (the tenant's keys in turn), over `pool`; each call's latency counted from when it was due, so a
- * slow answer cannot hide the calls it would have held back. Waits for every answer.
+ * took (the tenant's keys in turn, if any), over `pool`; each call's latency counted from when it was due, so a
+ * slow answer cannot hide the calls it would have held back. Waits for every answer. `body` and `headers`: the
+ * call's (BODY, JSON, by default).
  */
-export async function openLoop(pool: Pool, path: string, apiKeys: string[], rate: number, seconds: number) {
+export async function openLoop(
+  pool: Pool,
+  path: string,
+  apiKeys: string[],
+  rate: number,
+  seconds: number,
+  body = BODY,
+  headers: Record<string, string> = {},
+) {
   const total = Math.round(rate * seconds);
   const latencies: number[] = [];
   /** The latencies of the calls due in each second of the run. */
@@ -49,8 +59,12 @@ export async function openLoop(pool: Pool, path: string, apiKeys: string[], rate
       .request({
         path,
         method: 'POST',
-        headers: { 'content-type': 'application/json', authorization: `Bearer ${apiKeys[i % apiKeys.length]}` },
-        body: BODY,
+        headers: {
+          'content-type': 'application/json',
+          ...headers,
+          ...(apiKeys.length ? { authorization: `Bearer ${apiKeys[i % apiKeys.length]}` } : {}),
+        },
+        body,
       })
       .then(async (res) => {
         await res.body.dump();
@@ -66,6 +80,8 @@ export async function openLoop(pool: Pool, path: string, apiKeys: string[], rate
   await Promise.all(calls);
   const at = (xs: number[], q: number) => Math.round(xs.sort((a, b) => a - b)[Math.min(xs.length - 1, Math.floor(q * xs.length))] ?? 0);
   return {
+    /** The calls made (each answered, in any status, or failed), and the rate they were sent at. */
+    calls: total,
     sent: Math.round(total / sentIn),
     p50: at(latencies, 0.5),
     p99: at(latencies, 0.99),
