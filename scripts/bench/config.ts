@@ -22,8 +22,10 @@ for (const build of BUILDS)
 /** Requests per second offered in the fixed-rate phase (as PACING says), below what every target answers; 0: no such phase. */
 export const RATE = Number(process.env.BENCH_RATE ?? 800);
 /**
- * How the fixed-rate phase offers BENCH_RATE: 'even' (the default), each request at its own time (openLoop, scripts/lib/scale-load.ts);
- * 'bursts' (BENCH_PACING=bursts), autocannon's overallRate, each connection's share of a second sent at its start.
+ * How the fixed-rate phase offers BENCH_RATE: 'even' (the default), each request at its own time (openLoop,
+ * scripts/lib/scale-load.ts); 'bursts' (BENCH_PACING=bursts), autocannon's overallRate, which sends each connection's
+ * share of a second as fast as answers come from the second's start, so a target works at saturation for part of each
+ * second and idles the rest.
  */
 export const PACING = process.env.BENCH_PACING === 'bursts' ? 'bursts' : 'even';
 /** BENCH_TOGETHER=1: the Nexus builds under load at the same time (measureTogether). */

@@ -103,11 +103,8 @@ async function backendsOf(admin: pg.Client, role: string | undefined): Promise<n
 }
 
 /**
- * Load for `duration` s: at `rate` requests/s offered, evenly paced over a pool of `connections` (openLoop: each request
- * sent when it is due, whatever the answers do); or in autocannon's way (its overallRate with BENCH_PACING=bursts, or
- * at saturation without a rate). autocannon's overallRate does not pace: each connection sends its share of the second
- * as fast as its answers come, from the start of each second, then waits, so at 800 requests/s over 32 connections a
- * target works at saturation for a fifth of each second and idles the rest, and its CPU per call is that of bursts.
+ * Load for `duration` s: at `rate` requests/s offered, evenly paced over a pool of `connections` (openLoop), or in
+ * bursts with BENCH_PACING=bursts (config.ts's PACING says why the two differ); without a rate, at saturation.
  */
 async function cannon(t: Target, body: string, connections: number, duration: number, rate?: number) {
   if (rate && PACING === 'even') {

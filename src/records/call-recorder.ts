@@ -12,9 +12,9 @@
  * calls: its fixed cost, most of what a statement costs PostgreSQL, is shared by
  * more of them). The calls that end while a statement runs gather in the next
  * window, counted from the first of them: once the statement is done they are
- * written at once if that one has waited a slice out, else when it has (not at
- * once whatever their number: at an even rate that left each statement a call
- * or two, its fixed cost paid again for each). `written` tells the lease when its calls'
+ * written at once if that one has waited a slice out, else when it has (written
+ * at once whatever their number, each statement at an even rate would carry only
+ * the calls of one statement's time, and pay its fixed cost for each few). `written` tells the lease when its calls'
  * records are safe (in the database, or in the spool). Also the key's
  * lastRequestAt, at most once a minute per key.
  *
